@@ -1,0 +1,297 @@
+"""The agent loop: think -> act -> observe with a `ModelClient` and a `ToolRegistry`.
+
+`AgentLoop.run(request, emit)` streams a model response, runs the tool calls of that response
+concurrently (results kept in call order), feeds the results back, and repeats until the model
+answers without tools or `max_iterations` is reached. It never touches storage or a platform:
+it returns a `RunResult` whose `new_messages` the caller persists in one transaction, and
+reports progress as events (`TextDelta`, `ToolStarted`, `ToolFinished`).
+
+Cancellation is cooperative through the request's `CancelToken`: checked before each model
+call and each tool, raced against both. A cancelled run keeps the partial text it streamed,
+answers every `tool_use` (with its result or "cancelled by user"), and ends with a valid
+history. Steering messages (queue mode `steer`) are merged into the conversation just before
+the next model call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agents.cancel import Cancelled, CancelToken
+from agents.model import Block, Message, ModelClient, ModelError, ModelRequest, Usage, text_of
+from agents.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
+
+log = logging.getLogger(__name__)
+
+CANCELLED_RESULT = "cancelled by user"
+MAX_ITERATIONS_NOTE = (
+    "I stopped after {n} steps without finishing. Say 'continue' if you want me to go on."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    id: str
+    name: str
+    is_error: bool
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallFinished:
+    """One model call is done; `text` is what it said (streamed deltas restart after this)."""
+
+    iteration: int
+    text: str
+    tool_calls: int
+
+
+Event = TextDelta | ToolStarted | ToolFinished | ModelCallFinished
+EventSink = Callable[[Event], Awaitable[None]]
+RunStatus = Literal["ok", "cancelled", "error", "max_iterations"]
+
+
+class SteerInbox:
+    """Messages that arrive for a running session in `steer` mode, taken before each call."""
+
+    def __init__(self) -> None:
+        self._pending: list[list[Block]] = []
+
+    def put(self, content: list[Block]) -> None:
+        self._pending.append(content)
+
+    def drain(self) -> list[list[Block]]:
+        pending, self._pending = self._pending, []
+        return pending
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+
+@dataclass(slots=True)
+class RunRequest:
+    session_key: str
+    system: list[Block]
+    history: list[Message]
+    user_content: list[Block]
+    tools: ToolRegistry
+    context: ToolContext
+    cancel: CancelToken = field(default_factory=CancelToken)
+    steer: SteerInbox | None = None
+    model: str | None = None
+    max_iterations: int | None = None
+
+
+@dataclass(slots=True)
+class RunResult:
+    status: RunStatus
+    text: str
+    new_messages: list[Message]
+    usage: Usage
+    context_tokens: int = 0
+    iterations: int = 0
+    error: str = ""
+    streamed: bool = False
+    model: str = ""
+
+
+class AgentLoop:
+    """Runs turns for one agent configuration; safe to share between concurrent runs."""
+
+    def __init__(
+        self,
+        client: ModelClient,
+        model: str,
+        *,
+        max_iterations: int = 20,
+        max_tokens: int = 8192,
+        max_tool_result_chars: int = 50_000,
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.max_iterations = max_iterations
+        self.max_tokens = max_tokens
+        self.max_tool_result_chars = max_tool_result_chars
+
+    async def run(self, request: RunRequest, emit: EventSink | None = None) -> RunResult:
+        model = request.model or self.model
+        max_iterations = request.max_iterations or self.max_iterations
+        cancel = request.cancel
+        user: Message = {"role": "user", "content": list(request.user_content)}
+        conversation: list[Message] = [*request.history, user]
+        new: list[Message] = [user]
+        usage = Usage()
+        context_tokens = 0
+        streamed = False
+        final_text = ""
+
+        async def send(event: Event) -> None:
+            if emit is not None:
+                await emit(event)
+
+        def result(status: RunStatus, text: str, error: str = "", n: int = 0) -> RunResult:
+            return RunResult(status, text, new, usage, context_tokens, n, error, streamed, model)
+
+        partial: list[str] = []
+
+        async def on_text(delta: str) -> None:
+            nonlocal streamed
+            partial.append(delta)
+            streamed = True
+            await send(TextDelta(delta))
+
+        for iteration in range(1, max_iterations + 1):
+            if request.steer is not None:
+                for content in request.steer.drain():
+                    _merge_user_content(conversation, new, content)
+            if cancel.cancelled:
+                return result("cancelled", final_text, n=iteration - 1)
+
+            partial.clear()
+
+            call = ModelRequest(
+                model=model,
+                system=request.system,
+                messages=_with_cache_breakpoint(conversation),
+                tools=request.tools.schemas(),
+                max_tokens=self.max_tokens,
+            )
+            try:
+                response = await cancel.race(self.client.complete(call, on_text))
+            except Cancelled:
+                text = "".join(partial)
+                if text.strip():
+                    _append(conversation, new, {"role": "assistant", "content": [_text(text)]})
+                return result("cancelled", text, n=iteration)
+            except ModelError as exc:
+                log.warning("model call failed: %s", exc)
+                return result("error", "", str(exc), iteration)
+
+            usage.add(response.usage)
+            context_tokens = response.usage.context_tokens + response.usage.output_tokens
+            content = [b for b in response.content if not _empty_text(b)]
+            final_text = text_of(content)
+            tool_uses = [b for b in content if b.get("type") == "tool_use"]
+            await send(ModelCallFinished(iteration, final_text, len(tool_uses)))
+            if content:
+                _append(conversation, new, {"role": "assistant", "content": content})
+            if not tool_uses:
+                return result("ok", final_text, n=iteration)
+
+            results = await self._run_tools(tool_uses, request, send)
+            _append(conversation, new, {"role": "user", "content": results})
+            if cancel.cancelled:
+                return result("cancelled", final_text, n=iteration)
+
+        note = MAX_ITERATIONS_NOTE.format(n=max_iterations)
+        _append(conversation, new, {"role": "assistant", "content": [_text(note)]})
+        return result("max_iterations", note, n=max_iterations)
+
+    async def _run_tools(
+        self, calls: list[Block], request: RunRequest, send: EventSink
+    ) -> list[Block]:
+        async def one(call: Block) -> Block:
+            call_id, name = str(call.get("id", "")), str(call.get("name", ""))
+            args = call.get("input")
+            if request.cancel.cancelled:
+                return _tool_result(call_id, CANCELLED_RESULT, True)
+            await send(ToolStarted(call_id, name, args if isinstance(args, dict) else {}))
+            started = time.monotonic()
+            outcome = await self._run_tool(name, args, request)
+            await send(ToolFinished(call_id, name, outcome.is_error, time.monotonic() - started))
+            return _tool_result(call_id, self._cap(name, outcome.content), outcome.is_error)
+
+        if len(calls) == 1:
+            return [await one(calls[0])]
+        return list(await asyncio.gather(*(one(c) for c in calls)))
+
+    async def _run_tool(self, name: str, args: Any, request: RunRequest) -> ToolResult:
+        tool = request.tools.get(name)
+        if tool is None:
+            available = ", ".join(request.tools.names) or "none"
+            return ToolResult(f"Unknown tool {name!r}. Available tools: {available}.", True)
+        if not isinstance(args, dict):
+            return ToolResult(f"Tool {name!r} needs a JSON object as input.", True)
+        try:
+            return await request.cancel.race(tool.run(args, request.context))
+        except Cancelled:
+            return ToolResult(CANCELLED_RESULT, True)
+        except ToolError as exc:
+            return ToolResult(f"Error: {exc}", True)
+        except Exception as exc:  # a broken tool must not break the run
+            log.exception("tool %s failed", name)
+            return ToolResult(f"Error: tool {name!r} failed: {type(exc).__name__}: {exc}", True)
+
+    def _cap(self, name: str, content: str) -> str:
+        limit = self.max_tool_result_chars
+        if len(content) <= limit:
+            return content
+        return (
+            content[:limit]
+            + f"\n\n[OUTPUT TRUNCATED: showed {limit} of {len(content)} characters from {name}]"
+        )
+
+
+def _text(text: str) -> Block:
+    return {"type": "text", "text": text}
+
+
+def _empty_text(block: Block) -> bool:
+    return block.get("type") == "text" and not str(block.get("text", "")).strip()
+
+
+def _tool_result(call_id: str, content: str, is_error: bool) -> Block:
+    block: Block = {"type": "tool_result", "tool_use_id": call_id, "content": content or "(empty)"}
+    if is_error:
+        block["is_error"] = True
+    return block
+
+
+def _append(conversation: list[Message], new: list[Message], message: Message) -> None:
+    conversation.append(message)
+    new.append(message)
+
+
+def _merge_user_content(
+    conversation: list[Message], new: list[Message], content: list[Block]
+) -> None:
+    """Add steering text to the last user message (roles must keep alternating)."""
+    last = conversation[-1]
+    if last["role"] == "user":
+        last["content"] = [*last["content"], *content]
+    else:
+        _append(conversation, new, {"role": "user", "content": list(content)})
+
+
+def _with_cache_breakpoint(conversation: list[Message]) -> list[Message]:
+    """The conversation with a prompt-cache breakpoint on its last block (copied, not stored)."""
+    if not conversation or not conversation[-1]["content"]:
+        return conversation
+    last = conversation[-1]
+    blocks = list(last["content"])
+    blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
+    return [*conversation[:-1], {"role": last["role"], "content": blocks}]
+
+
+def describe_input(args: dict[str, Any], limit: int = 120) -> str:
+    """A short one-line rendering of tool input for logs and status lines."""
+    text = json.dumps(args, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

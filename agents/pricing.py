@@ -1,0 +1,67 @@
+"""Model prices and context windows: what a call cost in USD, how many tokens fit.
+
+Prices are USD per million tokens, matched by model family substring (older generations
+first, so `claude-3-opus` is not priced as a current Opus). Cache writes cost 1.25x the
+input price, cache reads 0.1x. An unknown model is priced as Sonnet: a guess, never zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agents.model import Usage
+
+CACHE_WRITE_FACTOR = 1.25
+CACHE_READ_FACTOR = 0.1
+DEFAULT_CONTEXT_WINDOW = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per million tokens."""
+
+    input: float
+    output: float
+
+
+SONNET = Price(3.0, 15.0)
+
+# First match wins: specific older generations before the family fallbacks.
+_PRICES: tuple[tuple[str, Price], ...] = (
+    ("claude-3-opus", Price(15.0, 75.0)),
+    ("opus-4-0", Price(15.0, 75.0)),
+    ("opus-4-1", Price(15.0, 75.0)),
+    ("opus-4-2025", Price(15.0, 75.0)),
+    ("opus", Price(5.0, 25.0)),
+    ("sonnet", SONNET),
+    ("claude-3-haiku", Price(0.25, 1.25)),
+    ("3-5-haiku", Price(0.8, 4.0)),
+    ("haiku", Price(1.0, 5.0)),
+)
+
+
+def price_for(model: str) -> Price:
+    """The price of `model`, by family; Sonnet's price when the family is unknown."""
+    name = model.lower()
+    for needle, price in _PRICES:
+        if needle in name:
+            return price
+    return SONNET
+
+
+def cost_usd(model: str, usage: Usage) -> float:
+    """What a call with this usage cost, in USD."""
+    price = price_for(model)
+    per_token_in = price.input / 1_000_000
+    return (
+        usage.input_tokens * per_token_in
+        + usage.output_tokens * price.output / 1_000_000
+        + usage.cache_write_tokens * per_token_in * CACHE_WRITE_FACTOR
+        + usage.cache_read_tokens * per_token_in * CACHE_READ_FACTOR
+    )
+
+
+def context_window(model: str) -> int:
+    """Tokens the model's prompt may hold. Every current Claude model: 200,000."""
+    del model  # one window for all families today; kept per model for when that changes
+    return DEFAULT_CONTEXT_WINDOW

@@ -1,0 +1,1 @@
+"""Perch agents.tools package."""

@@ -1,0 +1,106 @@
+"""Chat commands that never reach the model: /stop, /stopall, /new, /reset, /status, /help.
+
+`parse_command(text)` recognises `/cmd` and `/cmd@botname` (any case) at the start of a
+message. `Commands.handle(name, key)` acts through the small `SessionControl` protocol the
+gateway implements, and returns the reply text (DESIGN section 3, step 3).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.config import Config
+from bot.sessions import SessionKey
+from bot.store import Store
+
+COMMANDS = ("stop", "stopall", "new", "reset", "status", "help", "compact")
+_COMMAND = re.compile(r"^/([A-Za-z]+)(?:@[A-Za-z0-9_]+)?(?:\s|$)")
+
+HELP = """\
+Commands:
+/stop - stop the oldest reply in progress here (waiting messages still run)
+/stopall - stop every reply in progress here and drop waiting messages
+/new - start a fresh conversation (the old one is archived)
+/reset - clear this conversation's history
+/compact - summarise the conversation now to free context
+/status - model, usage and what is running
+/help - this list"""
+
+
+def parse_command(text: str) -> str | None:
+    """The command name if `text` is one of ours, else None."""
+    match = _COMMAND.match(text.strip())
+    if match is None:
+        return None
+    name = match.group(1).lower()
+    return name if name in COMMANDS else None
+
+
+@dataclass(frozen=True, slots=True)
+class LaneInfo:
+    active: int
+    queued: int
+
+
+class SessionControl(Protocol):
+    def stop_oldest(self, key: SessionKey) -> bool: ...
+
+    def stop_all(self, key: SessionKey) -> tuple[int, int]: ...
+
+    def lane_info(self, key: SessionKey) -> LaneInfo: ...
+
+    async def compact_now(self, key: SessionKey) -> str: ...
+
+
+class Commands:
+    def __init__(self, control: SessionControl, store: Store, config: Config) -> None:
+        self._control = control
+        self._store = store
+        self._config = config
+
+    async def handle(self, name: str, key: SessionKey) -> str:
+        if name == "stop":
+            return "Stopped." if self._control.stop_oldest(key) else "Nothing to stop."
+        if name == "stopall":
+            runs, _dropped = self._control.stop_all(key)
+            if runs == 0 and _dropped == 0:
+                return "Nothing to stop."
+            return f"Stopped {runs} run{'s' if runs != 1 else ''}."
+        if name == "new":
+            self._control.stop_all(key)
+            await self._store.archive_session(str(key))
+            return "Started a new conversation. The previous one is archived."
+        if name == "reset":
+            self._control.stop_all(key)
+            await self._store.reset_session(str(key))
+            return "Cleared this conversation's history."
+        if name == "compact":
+            return await self._control.compact_now(key)
+        if name == "status":
+            return await self._status(key)
+        return HELP
+
+    async def _status(self, key: SessionKey) -> str:
+        session = await self._store.find_session(str(key))
+        info = self._control.lane_info(key)
+        day_start = time.time() - (time.time() % 86400)
+        today = await self._store.usage_since(day_start)
+        lines = [f"Model: {self._config.agent.model}"]
+        if session is not None:
+            count = await self._store.count_messages(session.id)
+            lines.append(
+                f"This conversation: {count} messages, "
+                f"{session.input_tokens + session.cache_read_tokens + session.cache_write_tokens}"
+                f" in / {session.output_tokens} out tokens, ${session.cost_usd:.4f}"
+                + (f", compacted {session.compactions}x" if session.compactions else "")
+            )
+            if session.context_tokens:
+                lines.append(f"Context: about {session.context_tokens} tokens")
+        else:
+            lines.append("This conversation: empty")
+        lines.append(f"Running: {info.active}, waiting: {info.queued}")
+        lines.append(f"All chats today (UTC): ${today.cost_usd:.4f}")
+        return "\n".join(lines)

@@ -1,0 +1,260 @@
+"""The daemon's lifecycle: build every part from the config, run, and shut down cleanly.
+
+`Daemon(config).start()` opens the store, seeds the workspace, builds the model client, the
+agent loop, the tools, the channels and the gateway, starts each enabled channel (one that
+cannot connect is logged and retried by its adapter; the daemon keeps running), re-runs what
+a crash left in the inbox, and tells systemd it is READY. `stop()` is the SIGTERM path: stop
+intake, let runs finish up to `gateway.shutdown_grace`, cancel the rest cleanly, close the
+channels and the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from agents.loop import AgentLoop
+from agents.prompt import PromptBuilder
+from agents.provider import AnthropicClient
+from agents.tools.base import ToolRegistry
+from bot.access import AccessControl
+from bot.config import ChannelPolicy, Config
+from bot.gateway import Gateway
+from bot.store import Store
+from bot.toolbelt import build_tools
+from bot.turns import TurnRunner
+from bot.workspace import seed_workspace
+from channels.base import Channel
+
+log = logging.getLogger(__name__)
+
+
+class Daemon:
+    def __init__(self, config: Config, *, channels: dict[str, Channel] | None = None) -> None:
+        self.config = config
+        self._given_channels = channels
+        self.store: Store | None = None
+        self.gateway: Gateway | None = None
+        self.client: AnthropicClient | None = None
+        self.channels: dict[str, Channel] = {}
+        self.tools = ToolRegistry()
+        self.stopping = asyncio.Event()
+        self.started_at = 0.0
+        self._status_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        began = time.perf_counter()
+        config = self.config
+        self.store = await Store.open(config.db_path)
+        copied = seed_workspace(config.workspace)
+        if copied:
+            log.info("workspace %s seeded with %s", config.workspace, ", ".join(copied))
+        provider = config.providers.anthropic
+        self.client = AnthropicClient(
+            provider.api_key,
+            provider.base_url,
+            timeout=provider.timeout_s,
+            fallback_models=config.agent.fallback_models,
+        )
+        agent_loop = AgentLoop(
+            self.client,
+            config.agent.model,
+            max_iterations=config.agent.max_iterations,
+            max_tokens=config.agent.max_tokens,
+            max_tool_result_chars=config.agent.max_tool_result_chars,
+        )
+        prompts = PromptBuilder(config.workspace)
+        self.channels = (
+            self._given_channels
+            if self._given_channels is not None
+            else build_channels(config, self.request_stop)
+        )
+        self.tools = build_tools(config)
+        runner = TurnRunner(config, self.store, agent_loop, prompts, self.tools, self.channels)
+        policies: dict[str, ChannelPolicy] = {
+            "telegram": config.channels.telegram,
+            "slack": config.channels.slack,
+            "signal": config.channels.signal,
+        }
+        self.gateway = Gateway(
+            config, self.store, runner, self.channels, AccessControl(self.store, policies)
+        )
+        for name, channel in self.channels.items():
+            try:
+                await channel.start(self.gateway.on_message)
+                log.info("channel %s: %s", name, channel.status().detail or "started")
+            except Exception as exc:
+                log.error("channel %s could not start: %s", name, exc)
+        recovered = await self.gateway.recover()
+        if recovered:
+            log.info("re-running %d message(s) left unfinished by the last run", recovered)
+        self.started_at = time.time()
+        self._status_task = asyncio.create_task(self._write_status_forever())
+        log.info(
+            "Perch ready in %.0f ms: model %s, channels %s, workspace %s",
+            (time.perf_counter() - began) * 1000,
+            config.agent.model,
+            ", ".join(self.channels) or "none",
+            config.workspace,
+        )
+        sd_notify("READY=1\nSTATUS=Perch is running")
+
+    def request_stop(self) -> None:
+        self.stopping.set()
+
+    async def run(self) -> None:
+        """Start, then serve until SIGINT/SIGTERM (or `request_stop`), then stop."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.request_stop)
+        await self.start()
+        watchdog = asyncio.create_task(_watchdog())
+        try:
+            await self.stopping.wait()
+        finally:
+            watchdog.cancel()
+            await self.stop()
+
+    async def stop(self) -> None:
+        sd_notify("STOPPING=1\nSTATUS=Perch is shutting down")
+        log.info("shutting down")
+        if self._status_task is not None:
+            self._status_task.cancel()
+        if self.gateway is not None:
+            cancelled = await self.gateway.drain(self.config.gateway.shutdown_grace)
+            if cancelled:
+                log.warning("cancelled %d run(s) that did not finish in time", cancelled)
+        for name, channel in self.channels.items():
+            try:
+                await asyncio.wait_for(channel.stop(), timeout=5)
+            except Exception as exc:
+                log.warning("channel %s did not stop cleanly: %s", name, exc)
+        if self.client is not None:
+            await self.client.aclose()
+        if self.store is not None:
+            await self.store.close()
+        status_path(self.config).unlink(missing_ok=True)
+        log.info("stopped")
+
+    def status(self) -> dict[str, Any]:
+        gateway = self.gateway.status() if self.gateway else {}
+        return {
+            "pid": os.getpid(),
+            "started_at": self.started_at,
+            "updated_at": time.time(),
+            "model": self.config.agent.model,
+            "channels": {
+                name: {"up": s.up, "detail": s.detail}
+                for name, s in ((n, c.status()) for n, c in self.channels.items())
+            },
+            **gateway,
+        }
+
+    async def _write_status_forever(self) -> None:
+        path = status_path(self.config)
+        while True:
+            try:
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(self.status(), indent=1))
+                tmp.replace(path)
+            except OSError as exc:
+                log.debug("could not write %s: %s", path, exc)
+            await asyncio.sleep(5)
+
+
+def status_path(config: Config) -> Path:
+    return config.db_path.with_name("status.json")
+
+
+def build_channels(config: Config, on_console_eof: Any = None) -> dict[str, Channel]:
+    """The enabled channels, each adapter imported only when it is used."""
+    channels: dict[str, Channel] = {}
+    cfg = config.channels
+    if cfg.console.enabled:
+        from channels.console import ConsoleChannel
+
+        only_console = not (cfg.telegram.enabled or cfg.slack.enabled or cfg.signal.enabled)
+        channels["console"] = ConsoleChannel(
+            cfg.console.user, on_eof=on_console_eof if only_console else None
+        )
+    if cfg.telegram.enabled:
+        from channels.telegram import TelegramChannel, TelegramOptions
+
+        t = cfg.telegram
+        channels["telegram"] = TelegramChannel(
+            TelegramOptions(
+                token=t.token,
+                base_url=t.base_url,
+                streaming=t.streaming,
+                max_image_bytes=t.max_image_bytes,
+                mode=t.mode,
+                webhook_url=t.webhook_url,
+                webhook_secret=t.webhook_secret,
+                webhook_listen=t.webhook_listen,
+                webhook_port=t.webhook_port,
+            )
+        )
+    if cfg.slack.enabled:
+        from channels.slack import SlackChannel, SlackOptions
+
+        s = cfg.slack
+        channels["slack"] = SlackChannel(
+            SlackOptions(
+                bot_token=s.bot_token,
+                app_token=s.app_token,
+                signing_secret=s.signing_secret,
+                base_url=s.base_url,
+                mode=s.mode,
+                http_listen=s.http_listen,
+                http_port=s.http_port,
+                streaming=s.streaming,
+                max_image_bytes=s.max_image_bytes,
+                slash_command=s.slash_command,
+            )
+        )
+    if cfg.signal.enabled:
+        from channels.signal import SignalChannel, SignalOptions
+
+        g = cfg.signal
+        channels["signal"] = SignalChannel(
+            SignalOptions(
+                number=g.number, service_url=g.service_url, max_image_bytes=g.max_image_bytes
+            )
+        )
+    return channels
+
+
+def sd_notify(message: str) -> bool:
+    """Send a systemd notification if NOTIFY_SOCKET is set; a no-op otherwise."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return False
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.connect(address)
+            sock.sendall(message.encode())
+        return True
+    except OSError as exc:
+        log.debug("sd_notify failed: %s", exc)
+        return False
+
+
+async def _watchdog() -> None:
+    usec = os.environ.get("WATCHDOG_USEC")
+    if not usec:
+        return
+    interval = max(int(usec) / 1_000_000 / 2, 0.5)
+    while True:
+        sd_notify("WATCHDOG=1")
+        await asyncio.sleep(interval)

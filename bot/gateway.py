@@ -1,0 +1,383 @@
+"""The gateway: every inbound message goes dedupe -> access -> commands -> lanes -> run.
+
+`Gateway.on_message` is the handler every channel calls. It writes the message to the
+inbox first (a redelivered platform id is dropped there), checks access, answers commands
+without the model, and admits the rest into the session's `Lane`, starting turns as tasks.
+A global semaphore (`max_concurrent_runs`) bounds the whole daemon and hands out slots
+first come, first served. When a turn ends its inbox rows are closed and the lane starts
+what waits. On start, `recover()` re-runs inbox rows left open by a crash (within
+`recovery_window`) and tells senders of older ones to resend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import collections
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agents.cancel import Cancelled
+from bot.access import AccessControl, Verdict
+from bot.commands import Commands, LaneInfo, parse_command
+from bot.config import Config
+from bot.lanes import Admission, Lane, Pending, QueueMode, Turn
+from bot.sessions import SessionKey
+from bot.store import Store
+from bot.turns import TurnRunner
+from channels.base import Channel, ChatRef, Image, Inbound, Outbound
+
+log = logging.getLogger(__name__)
+
+DROPPED_NOTICE = "I was busy and dropped {n} older waiting message{s}; please resend if needed."
+LOST_NOTICE = "I restarted and lost your message from {when}; please resend it."
+
+Compactor = Callable[[SessionKey], Awaitable[str]]
+
+
+class Gateway:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        runner: TurnRunner,
+        channels: dict[str, Channel],
+        access: AccessControl,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.runner = runner
+        self.channels = channels
+        self.access = access
+        self.commands = Commands(self, store, config)
+        self.lanes: dict[str, Lane] = {}
+        self.slots = asyncio.Semaphore(config.agent.max_concurrent_runs)
+        self.mode: QueueMode = config.agent.queue.mode
+        self.accepting = True
+        self.compactor: Compactor | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._group_context: dict[str, collections.deque[str]] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
+        runner.add_usage_listener(self._note_context)
+
+    # -- intake -------------------------------------------------------------------------
+
+    async def on_message(self, inbound: Inbound) -> None:
+        if not self.accepting:
+            log.info("shutting down: not accepting %s", _where(inbound))
+            return
+        key = SessionKey.for_chat(self.config.agent.id, inbound.chat)
+        inbox_id = await self.store.inbox_add(
+            inbound.chat.channel,
+            inbound.chat.account,
+            inbound.chat.chat_id,
+            inbound.message_id,
+            inbound_to_payload(inbound),
+            str(key),
+        )
+        if inbox_id is None:
+            log.info("duplicate message %s from %s dropped", inbound.message_id, _where(inbound))
+            return
+        await self._process(inbound, key, inbox_id)
+
+    async def _process(self, inbound: Inbound, key: SessionKey, inbox_id: int | None) -> None:
+        command = parse_command(inbound.text)
+        if command is not None:
+            await self._close([inbox_id], "command")
+            if not await self.access.is_authorised(inbound):
+                log.info("command /%s from unauthorised %s ignored", command, _where(inbound))
+                return
+            reply = await self.commands.handle(command, key)
+            await self._send(inbound.chat, reply)
+            return
+        access = await self.access.check(inbound)
+        if access.verdict is Verdict.CONTEXT:
+            self._remember_context(key, inbound)
+            await self._close([inbox_id], "context")
+            return
+        if access.verdict is Verdict.PAIRING:
+            await self._close([inbox_id], "pairing")
+            await self._send(inbound.chat, access.reply)
+            return
+        if access.verdict is Verdict.DENY:
+            log.info("message from %s ignored: %s", _where(inbound), access.reason)
+            await self._close([inbox_id], "denied")
+            return
+        pending = Pending(inbound, inbox_id, self._take_context(key))
+        self._admit(key, pending)
+
+    def _admit(self, key: SessionKey, pending: Pending) -> None:
+        lane = self._lane(key)
+        admission = lane.admit(pending, self.mode)
+        self._apply(key, lane, pending, admission)
+
+    def _apply(self, key: SessionKey, lane: Lane, pending: Pending, admission: Admission) -> None:
+        for turn in admission.interrupt:
+            turn.cancel.cancel("interrupted by a newer message")
+        if admission.dropped:
+            self._spawn(self._drop(pending.inbound.chat, list(admission.dropped)))
+        if admission.steer_into is not None:
+            turn = admission.steer_into
+            turn.steered.append(pending)
+            text = pending.inbound.text
+            turn.steer.put([{"type": "text", "text": f"[New message while you work]: {text}"}])
+            return
+        if admission.start:
+            self._start(key, lane, [pending])
+
+    def _start(self, key: SessionKey, lane: Lane, items: list[Pending]) -> None:
+        turn = Turn(items)
+        lane.active.append(turn)
+        self._idle.clear()
+        chat = items[-1].inbound.chat
+        self._spawn(self._run(key, lane, turn, chat), name=f"turn-{turn.run_id}")
+
+    async def _run(self, key: SessionKey, lane: Lane, turn: Turn, chat: ChatRef) -> None:
+        status = "done"
+        try:
+            try:
+                await turn.cancel.race(self.slots.acquire())
+            except Cancelled:
+                status = "skipped"
+                return
+            try:
+                turn.running = True
+                await self.runner.run(key, turn, chat)
+            finally:
+                self.slots.release()
+        except Exception:
+            status = "failed"
+            log.exception("turn %s for %s failed", turn.run_id, key)
+            await self._send(chat, "Sorry, something went wrong on my side; please try again.")
+        finally:
+            lane.active.remove(turn)
+            await self._close(turn.inbox_ids, status)
+            if self.accepting:
+                for batch in lane.next_batches(self.mode):
+                    self._start(key, lane, batch)
+            if lane.idle:
+                self.lanes.pop(lane.key, None)
+            if not any(lane.active for lane in self.lanes.values()):
+                self._idle.set()
+
+    # -- commands (SessionControl) --------------------------------------------------------
+
+    def stop_oldest(self, key: SessionKey) -> bool:
+        lane = self.lanes.get(str(key))
+        turn = lane.oldest_running() if lane else None
+        if turn is None:
+            return False
+        turn.cancel.cancel()
+        return True
+
+    def stop_all(self, key: SessionKey) -> tuple[int, int]:
+        lane = self.lanes.get(str(key))
+        if lane is None:
+            return 0, 0
+        runs = 0
+        for turn in lane.active:
+            if not turn.cancel.cancelled:
+                turn.cancel.cancel()
+                runs += 1
+        dropped = lane.drain()
+        if dropped:
+            self._spawn(self._close([p.inbox_id for p in dropped], "skipped"))
+        return runs, len(dropped)
+
+    def lane_info(self, key: SessionKey) -> LaneInfo:
+        lane = self.lanes.get(str(key))
+        if lane is None:
+            return LaneInfo(0, 0)
+        return LaneInfo(len(lane.active), len(lane.queue))
+
+    async def compact_now(self, key: SessionKey) -> str:
+        if self.compactor is None:
+            return "Compaction is not available."
+        return await self.compactor(key)
+
+    def is_busy(self, key: SessionKey) -> bool:
+        lane = self.lanes.get(str(key))
+        return lane is not None and not lane.idle
+
+    # -- recovery and shutdown ------------------------------------------------------------
+
+    async def recover(self) -> int:
+        """Re-run what a crash left unfinished; returns how many messages were re-run."""
+        window = self.config.gateway.recovery_window
+        now = time.time()
+        rerun = 0
+        for row in await self.store.inbox_pending():
+            inbound = inbound_from_payload(row.payload)
+            if inbound is None:
+                await self._close([row.id], "failed")
+                continue
+            if now - row.received_at > window:
+                when = time.strftime("%H:%M", time.localtime(row.received_at))
+                await self._close([row.id], "expired")
+                await self._send(inbound.chat, LOST_NOTICE.format(when=when))
+                continue
+            rerun += 1
+            log.info("recovering message %s from %s", row.message_id, _where(inbound))
+            key = SessionKey.for_chat(self.config.agent.id, inbound.chat)
+            await self._process(inbound, key, row.id)
+        await self.store.inbox_prune(now - 7 * 86400)
+        return rerun
+
+    async def drain(self, grace: float) -> int:
+        """Stop intake, let running turns finish for `grace` seconds, cancel the rest.
+
+        Returns how many turns had to be cancelled. Queued messages stay open in the inbox
+        so the next start re-runs them.
+        """
+        self.accepting = False
+        for lane in self.lanes.values():
+            lane.queue.clear()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout=grace)
+            return 0
+        except TimeoutError:
+            pass
+        cancelled = 0
+        for lane in list(self.lanes.values()):
+            for turn in lane.active:
+                if not turn.cancel.cancelled:
+                    turn.cancel.cancel("the service is restarting")
+                    cancelled += 1
+                    self._spawn(
+                        self._send(
+                            turn.items[-1].inbound.chat,
+                            "I'm restarting and had to stop this reply; please ask again in "
+                            "a minute.",
+                        )
+                    )
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout=5)
+        except TimeoutError:
+            log.warning("some turns did not end within 5 s of being cancelled")
+        await self.wait_background(2)
+        return cancelled
+
+    async def wait_background(self, timeout: float) -> None:
+        tasks = [t for t in self._tasks if not t.done()]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "active_runs": sum(len(lane.active) for lane in self.lanes.values()),
+            "queued": sum(len(lane.queue) for lane in self.lanes.values()),
+            "lanes": {
+                key: {"active": len(lane.active), "queued": len(lane.queue)}
+                for key, lane in self.lanes.items()
+            },
+        }
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _lane(self, key: SessionKey) -> Lane:
+        lane = self.lanes.get(str(key))
+        if lane is None:
+            lane = Lane(
+                str(key),
+                is_group=key.root.is_group,
+                group_limit=self.config.agent.group_max_concurrent,
+                cap=self.config.agent.queue.cap,
+            )
+            self.lanes[str(key)] = lane
+        return lane
+
+    async def _note_context(self, session: Any) -> None:
+        lane = self.lanes.get(session.key)
+        if lane is not None:
+            lane.context_ratio = session.context_tokens / max(self.runner.window, 1)
+
+    def _remember_context(self, key: SessionKey, inbound: Inbound) -> None:
+        limit = self.config.gateway.group_context_messages
+        if limit <= 0:
+            return
+        buffer = self._group_context.setdefault(str(key), collections.deque(maxlen=limit))
+        who = inbound.sender_name or inbound.sender_id
+        buffer.append(f"{who}: {inbound.text}")
+
+    def _take_context(self, key: SessionKey) -> str:
+        buffer = self._group_context.pop(str(key), None)
+        return "\n".join(buffer) if buffer else ""
+
+    async def _drop(self, chat: ChatRef, dropped: list[Pending]) -> None:
+        await self._close([p.inbox_id for p in dropped], "dropped")
+        n = len(dropped)
+        log.warning("queue full for %s: dropped %d oldest message(s)", chat.chat_id, n)
+        await self._send(chat, DROPPED_NOTICE.format(n=n, s="s" if n != 1 else ""))
+
+    async def _send(self, chat: ChatRef, text: str) -> None:
+        channel = self.channels.get(chat.channel)
+        if channel is None:
+            log.error("cannot reply on %s: channel not running", chat.channel)
+            return
+        try:
+            await channel.send(Outbound(chat, text))
+        except Exception as exc:
+            log.error("sending to %s on %s failed: %s", chat.chat_id, chat.channel, exc)
+
+    async def _close(self, ids: list[int | None], status: str) -> None:
+        await self.store.inbox_close([i for i in ids if i is not None], status)
+
+    def _spawn(self, coro: Awaitable[None], name: str | None = None) -> None:
+        task = asyncio.ensure_future(coro)
+        if name:
+            task.set_name(name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _where(inbound: Inbound) -> str:
+    chat = inbound.chat
+    return f"{chat.channel}:{chat.kind}:{chat.chat_id} (sender {inbound.sender_id})"
+
+
+def inbound_to_payload(inbound: Inbound) -> dict[str, Any]:
+    chat = inbound.chat
+    return {
+        "chat": {
+            "channel": chat.channel,
+            "account": chat.account,
+            "kind": chat.kind,
+            "chat_id": chat.chat_id,
+            "thread_id": chat.thread_id,
+            "reply_to": chat.reply_to,
+        },
+        "sender_id": inbound.sender_id,
+        "sender_name": inbound.sender_name,
+        "text": inbound.text,
+        "message_id": inbound.message_id,
+        "mentioned": inbound.mentioned,
+        "images": [
+            {"media_type": i.media_type, "data": base64.b64encode(i.data).decode("ascii")}
+            for i in inbound.images
+        ],
+        "received_at": inbound.received_at,
+    }
+
+
+def inbound_from_payload(payload: dict[str, Any]) -> Inbound | None:
+    try:
+        chat = ChatRef(**payload["chat"])
+        images = tuple(
+            Image(i["media_type"], base64.b64decode(i["data"])) for i in payload.get("images", ())
+        )
+        return Inbound(
+            chat=chat,
+            sender_id=payload["sender_id"],
+            sender_name=payload.get("sender_name", ""),
+            text=payload["text"],
+            message_id=payload["message_id"],
+            mentioned=payload.get("mentioned", False),
+            images=images,
+            received_at=payload.get("received_at", time.time()),
+        )
+    except (KeyError, TypeError, ValueError):
+        log.warning("unreadable inbox payload skipped")
+        return None

@@ -1,0 +1,121 @@
+"""Logging: one line per event, text for terminals or JSON for journald, secrets redacted.
+
+`setup_logging(level, fmt, secrets)` installs a root handler whose filter replaces every
+configured secret value and anything shaped like a token (Telegram bot tokens, `sk-ant-`,
+`xox?-`/`xapp-` Slack tokens, `Bearer ...`) with `[REDACTED]`, in the message and in
+exception text. `run_id` and `session` context variables are added to every line of a run.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import re
+import sys
+import time
+from collections.abc import Iterable
+
+run_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("run_id", default="")
+session_var: contextvars.ContextVar[str] = contextvars.ContextVar("session", default="")
+
+TOKEN_PATTERNS = [
+    re.compile(r"\b\d{6,12}:[A-Za-z0-9_-]{30,}\b"),  # Telegram bot token
+    re.compile(r"sk-ant-[A-Za-z0-9_-]{8,}"),
+    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{8,}"),
+    re.compile(r"\bxapp-[A-Za-z0-9-]{8,}"),
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(r"(?i)(x-api-key['\"]?\s*[:=]\s*['\"]?)[A-Za-z0-9._-]{8,}"),
+]
+REDACTED = "[REDACTED]"
+
+
+class Redactor:
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self.secrets = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        for pattern in TOKEN_PATTERNS:
+            if pattern.groups:
+                text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+            else:
+                text = pattern.sub(REDACTED, text)
+        return text
+
+
+class RedactingFilter(logging.Filter):
+    """Renders each record once, redacted, so no handler can leak a secret."""
+
+    def __init__(self, redact: Redactor) -> None:
+        super().__init__()
+        self.redact = redact
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        record.msg = self.redact(message)
+        record.args = None
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        record.run_id = run_id_var.get()
+        record.session = session_var.get()
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
+        ctx = ""
+        if getattr(record, "run_id", ""):
+            ctx = f" run={record.run_id}"
+        if getattr(record, "session", ""):
+            ctx += f" session={record.session}"
+        line = f"{stamp} {record.levelname:<7} {record.name}{ctx}: {record.getMessage()}"
+        if record.exc_text:
+            line += "\n" + record.exc_text
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        data = {
+            "ts": round(record.created, 3),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for field in ("run_id", "session"):
+            value = getattr(record, field, "")
+            if value:
+                data[field] = value
+        if record.exc_text:
+            data["exc"] = record.exc_text
+        return json.dumps(data, ensure_ascii=False)
+
+
+def setup_logging(level: str = "INFO", fmt: str = "text", secrets: Iterable[str] = ()) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(RedactingFilter(Redactor(secrets)))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    # Chatty libraries log request URLs (the Telegram token is in them) at INFO/DEBUG.
+    for noisy in (
+        "httpx",
+        "httpcore",
+        "telegram",
+        "apscheduler",
+        "slack_bolt",
+        "slack_sdk",
+        "aiohttp.access",
+        "anthropic",
+        "websockets",
+    ):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))

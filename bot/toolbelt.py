@@ -1,0 +1,42 @@
+"""The main agent's tools, assembled from config: what exists and what the policy allows.
+
+`build_tools(config)` returns the registry for top-level runs: the workspace file tools and
+memory tools always, `web_fetch` unless disabled, `exec` only when enabled, then the
+`agent.tools` allow/deny policy. Daemon services (cron, spawn, message) add their tools
+through `extra`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from agents.tools.base import Tool, ToolRegistry
+from agents.tools.exec import ExecTool
+from agents.tools.files import file_tools
+from agents.tools.memory import memory_tools
+from agents.tools.web_fetch import WebFetchTool
+from bot.config import Config
+
+
+def build_tools(config: Config, extra: Iterable[Tool] = ()) -> ToolRegistry:
+    agent = config.agent
+    tools: list[Tool] = [*file_tools(), *memory_tools()]
+    if agent.web_fetch.enabled:
+        tools.append(
+            WebFetchTool(
+                allow_hosts=agent.web_fetch.allow_hosts,
+                max_bytes=agent.web_fetch.max_bytes,
+                timeout=agent.web_fetch.timeout_s,
+            )
+        )
+    if agent.exec.enabled:
+        tools.append(
+            ExecTool(
+                timeout_s=agent.exec.timeout_s,
+                max_timeout_s=agent.exec.max_timeout_s,
+                max_output_chars=agent.exec.max_output_chars,
+                allow_env=agent.exec.allow_env,
+            )
+        )
+    tools.extend(extra)
+    return ToolRegistry(tools).restricted(agent.tools.allow, agent.tools.deny)

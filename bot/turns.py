@@ -1,0 +1,294 @@
+"""One turn of one session, from accepted messages to a delivered (or silent) reply.
+
+`TurnRunner.run(key, turn, chat)` loads the session, builds the user message (text, images,
+group context, collected follow-ups), applies the input guard, prepares history (summary
+pair, turn limit, pruning, pairing repair), runs the agent loop while showing typing and a
+streamed preview, persists the run's messages in one transaction, and hands the final text
+to delivery: sanitize -> NO_REPLY check -> channel. A cancelled run is saved too (its history
+is valid by construction) and sends nothing more.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+from agents.cancel import CancelToken
+from agents.guard import BLOCKED_REPLY, check_input
+from agents.history import prepare_history
+from agents.loop import (
+    AgentLoop,
+    Event,
+    ModelCallFinished,
+    RunRequest,
+    RunResult,
+    TextDelta,
+    ToolStarted,
+)
+from agents.model import Block, Message, Usage
+from agents.pricing import context_window
+from agents.prompt import PromptBuilder, PromptMode, RuntimeInfo
+from agents.sanitize import SilentTokenFilter, is_silent, sanitize_output, strip_silent_token
+from agents.tools.base import ToolContext, ToolRegistry
+from bot.config import Config
+from bot.lanes import Pending, Turn
+from bot.routing import encode_chat
+from bot.sessions import SessionKey
+from bot.store import SessionRow, Store
+from channels.base import Channel, ChatRef, Outbound, ReplyStream
+
+log = logging.getLogger(__name__)
+
+SUMMARY_ACK = "Understood. I have the summary of our earlier conversation."
+ERROR_REPLY = "Sorry, I couldn't answer that: {error}"
+
+CHAT_HINTS = {
+    "telegram": "You are replying in Telegram. Markdown works (bold, italic, code, links); "
+    "tables do not render, so use lists instead.",
+    "slack": "You are replying in Slack. Markdown is converted to Slack formatting; keep "
+    "replies compact.",
+    "signal": "You are replying in Signal. Bold, italic, strikethrough and monospace render; "
+    "links and tables show as plain text.",
+    "console": "You are replying in a terminal. Plain text and light Markdown read best.",
+}
+
+
+@dataclass(slots=True)
+class TurnOutcome:
+    result: RunResult | None
+    delivered: bool
+    blocked: bool = False
+
+
+SessionListener = Callable[[SessionRow], Awaitable[None]]
+
+
+class TurnRunner:
+    """Runs turns for the main agent. Shared by every session; holds no per-turn state."""
+
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        loop: AgentLoop,
+        prompts: PromptBuilder,
+        tools: ToolRegistry,
+        channels: dict[str, Channel],
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.loop = loop
+        self.prompts = prompts
+        self.tools = tools
+        self.channels = channels
+        self.window = config.agent.context_window or context_window(config.agent.model)
+        self.after_run: list[SessionListener] = []
+
+    async def run(self, key: SessionKey, turn: Turn, chat: ChatRef) -> TurnOutcome:
+        channel = self.channels.get(chat.channel)
+        if channel is None:
+            log.error("no channel %r for session %s", chat.channel, key)
+            return TurnOutcome(None, False)
+        text, images = _user_text(key, turn.items)
+        guard = self.config.agent.guard
+        verdict = check_input(text, mode=guard.mode, max_chars=guard.max_message_chars)
+        if verdict.blocked:
+            await channel.send(Outbound(chat, BLOCKED_REPLY))
+            return TurnOutcome(None, True, blocked=True)
+        user_content: list[Block] = [*images, {"type": "text", "text": verdict.text}]
+        if verdict.notice:
+            user_content.append({"type": "text", "text": verdict.notice})
+        return await self.run_content(key, turn, chat, user_content, channel=channel)
+
+    async def run_content(
+        self,
+        key: SessionKey,
+        turn: Turn,
+        chat: ChatRef | None,
+        user_content: list[Block],
+        *,
+        channel: Channel | None = None,
+        mode: PromptMode = "full",
+        origin: str | None = None,
+    ) -> TurnOutcome:
+        """Run a turn whose user message is already built (also used by the scheduler)."""
+        session = await self.store.session(str(key))
+        history = await self._history(session)
+        runtime = RuntimeInfo(
+            agent_id=self.config.agent.id,
+            session_key=str(key),
+            model=self.config.agent.model,
+            timezone=self.config.agent.timezone,
+            chat_hint=CHAT_HINTS.get(chat.channel, "") if chat else "",
+        )
+        request = RunRequest(
+            session_key=str(key),
+            system=self.prompts.build(mode, runtime),
+            history=history,
+            user_content=user_content,
+            tools=self.tools,
+            context=ToolContext(
+                workspace=self.config.workspace,
+                session_key=str(key),
+                cancel=turn.cancel,
+                origin=origin if origin is not None else _origin(chat),
+                depth=key.depth,
+                run_id=turn.run_id,
+            ),
+            cancel=turn.cancel,
+            steer=turn.steer,
+        )
+        started = time.perf_counter()
+        async with AsyncExitStack() as stack:
+            stream: ReplyStream | None = None
+            if channel is not None and chat is not None:
+                await stack.enter_async_context(channel.typing(chat))
+                stream = channel.reply_stream(chat)
+            progress = _Progress(stream)
+            result = await self.loop.run(request, progress.on_event)
+            await self.store.save_run(
+                session.id,
+                str(key),
+                result.new_messages,
+                usage=result.usage,
+                run_id=turn.run_id,
+                model=result.model,
+                context_tokens=result.context_tokens or None,
+                origin=request.context.origin or None,
+            )
+            delivered = await self._deliver(result, chat, channel, stream, turn.cancel)
+        log.info(
+            "run %s %s: %s in %.2fs, %d iterations, %d+%d tokens, $%.4f",
+            turn.run_id,
+            key,
+            result.status,
+            time.perf_counter() - started,
+            result.iterations,
+            result.usage.input_tokens,
+            result.usage.output_tokens,
+            result.usage.cost_usd,
+        )
+        refreshed = await self.store.session(str(key))
+        for listener in self.after_run:
+            await listener(refreshed)
+        return TurnOutcome(result, delivered)
+
+    async def _history(self, session: SessionRow) -> list[Message]:
+        stored = await self.store.messages(session.id)
+        if session.summary:
+            stored = [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "text",
+                            "text": "[Summary of our earlier conversation]\n" + session.summary,
+                        }
+                    ],
+                },
+                {"role": "assistant", "content": [{"type": "text", "text": SUMMARY_ACK}]},
+                *stored,
+            ]
+        return prepare_history(
+            stored,
+            max_turns=self.config.agent.history_turns,
+            context_window_tokens=self.window,
+        )
+
+    async def _deliver(
+        self,
+        result: RunResult,
+        chat: ChatRef | None,
+        channel: Channel | None,
+        stream: ReplyStream | None,
+        cancel: CancelToken,
+    ) -> bool:
+        if channel is None or chat is None:
+            return False
+        if result.status == "cancelled":
+            if stream is not None:
+                await stream.abort()
+            return False
+        if result.status == "error":
+            text = ERROR_REPLY.format(error=result.error)
+        else:
+            text = strip_silent_token(sanitize_output(result.text))
+            if is_silent(result.text) or not text.strip():
+                if stream is not None:
+                    await stream.abort()
+                return False
+        if stream is not None:
+            await stream.finish(text)
+        else:
+            await channel.send(Outbound(chat, text))
+        return True
+
+    def add_usage_listener(self, listener: SessionListener) -> None:
+        self.after_run.append(listener)
+
+
+class _Progress:
+    """Feeds streamed text to the channel's preview, holding back a partial NO_REPLY."""
+
+    def __init__(self, stream: ReplyStream | None) -> None:
+        self._stream = stream
+        self._filter = SilentTokenFilter()
+        self._shown = ""
+
+    async def on_event(self, event: Event) -> None:
+        if isinstance(event, TextDelta):
+            visible = self._filter.feed(event.text)
+            if visible and self._stream is not None:
+                self._shown += visible
+                await self._stream.update(self._shown)
+        elif isinstance(event, ModelCallFinished):
+            # The next model call writes a new reply; its preview starts afresh.
+            self._filter = SilentTokenFilter()
+            self._shown = ""
+        elif isinstance(event, ToolStarted):
+            log.debug("tool %s started", event.name)
+
+
+def _user_text(key: SessionKey, items: list[Pending]) -> tuple[str, list[Block]]:
+    images: list[Block] = []
+    lines: list[str] = []
+    group = key.root.is_group
+    for item in items:
+        inbound = item.inbound
+        for image in inbound.images:
+            images.append(
+                {
+                    "type": "image",
+                    "source": {
+                        "type": "base64",
+                        "media_type": image.media_type,
+                        "data": base64.b64encode(image.data).decode("ascii"),
+                    },
+                }
+            )
+        text = inbound.text
+        if group:
+            who = inbound.sender_name or inbound.sender_id
+            text = f"[{who}]: {text}"
+        if item.context:
+            text = f"[Recent messages in this chat, for context]\n{item.context}\n\n{text}"
+        lines.append(text)
+    if len(lines) == 1:
+        return lines[0], images
+    header = f"[{len(lines)} messages arrived while you were busy; answer them together]"
+    return header + "\n\n" + "\n\n".join(lines), images
+
+
+def _origin(chat: ChatRef | None) -> str | None:
+    return encode_chat(chat) if chat is not None else None
+
+
+def usage_line(usage: Usage) -> str:
+    return (
+        f"{usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens} in / "
+        f"{usage.output_tokens} out tokens, ${usage.cost_usd:.4f}"
+    )

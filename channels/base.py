@@ -1,0 +1,139 @@
+"""The seam between platforms and the daemon: `Inbound`, `Outbound` and the `Channel` protocol.
+
+Adapters in `channels/` turn platform events into `Inbound` and deliver `Outbound`. They know
+nothing of sessions, agents or policy: the gateway in `bot/` builds the session key from the
+`ChatRef` fields (channel, account, chat kind, chat id, thread id) and decides what to answer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+ChatKind = Literal["dm", "group"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRef:
+    """Where a message came from and where its answer goes.
+
+    `chat_id` is the platform's conversation id (Telegram chat id, Slack channel id, Signal
+    phone number/uuid for DMs or group id for groups). `thread_id` is a Slack thread ts or a
+    Telegram forum topic id. `reply_to` is the platform message id the answer should quote
+    or thread under, if the platform does that.
+    """
+
+    channel: str
+    account: str
+    kind: ChatKind
+    chat_id: str
+    thread_id: str | None = None
+    reply_to: str | None = None
+
+    @property
+    def is_group(self) -> bool:
+        return self.kind == "group"
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """An image sent to the bot, already downloaded and size-capped by the adapter."""
+
+    media_type: str  # "image/jpeg", "image/png", "image/gif" or "image/webp"
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """One message from a platform, normalised.
+
+    `mentioned` is true when the platform says the bot was addressed: an @mention, a reply
+    to one of the bot's messages, or a message in a thread the bot takes part in. The
+    bot's own mention is already stripped from `text`, and `/cmd@botname` is normalised to
+    `/cmd`. Adapters drop the bot's own messages and edits before they get here.
+    """
+
+    chat: ChatRef
+    sender_id: str
+    text: str
+    message_id: str
+    sender_name: str = ""
+    mentioned: bool = False
+    images: tuple[Image, ...] = ()
+    received_at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, slots=True)
+class Outbound:
+    """A reply in Markdown (CommonMark-ish, as Claude writes it); the adapter renders it."""
+
+    chat: ChatRef
+    text: str
+
+
+InboundHandler = Callable[[Inbound], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelStatus:
+    """What `perch status` and the log say about a channel."""
+
+    name: str
+    up: bool
+    detail: str = ""
+
+
+class ReplyStream(Protocol):
+    """A reply being written while the model streams.
+
+    Platforms that can edit messages show one preview message and edit it (at most about
+    once a second); others send only the final text. `finish` delivers the final text
+    (chunked as needed, in place of the preview where possible); `abort` leaves whatever
+    was already shown and sends nothing more.
+    """
+
+    async def update(self, text: str) -> None: ...
+
+    async def finish(self, text: str) -> None: ...
+
+    async def abort(self) -> None: ...
+
+
+@runtime_checkable
+class Channel(Protocol):
+    """A platform adapter. `start` connects and returns once receiving is running."""
+
+    name: str
+
+    async def start(self, on_message: InboundHandler) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def send(self, out: Outbound) -> None: ...
+
+    def typing(self, chat: ChatRef) -> AbstractAsyncContextManager[None]: ...
+
+    def reply_stream(self, chat: ChatRef) -> ReplyStream: ...
+
+    def status(self) -> ChannelStatus: ...
+
+
+class FinalOnlyStream:
+    """A `ReplyStream` for platforms without edits: only the final text is sent."""
+
+    def __init__(self, send: Callable[[Outbound], Awaitable[None]], chat: ChatRef) -> None:
+        self._send = send
+        self._chat = chat
+
+    async def update(self, text: str) -> None:
+        return None
+
+    async def finish(self, text: str) -> None:
+        if text.strip():
+            await self._send(Outbound(self._chat, text))
+
+    async def abort(self) -> None:
+        return None

@@ -1,0 +1,166 @@
+"""The local terminal channel: lines typed on stdin become DMs from the owner.
+
+Every line is one `Inbound` in the DM `console:local:dm:<user>`; replies are printed to
+stdout, streamed as they are written when the terminal allows it. End of input (Ctrl-D, or
+stdin closed) calls `on_eof` so the daemon can decide whether to stop. Reading uses a pipe
+reader where stdin supports it and a background thread otherwise (files, /dev/null).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import TextIO
+
+from channels.base import (
+    ChannelStatus,
+    ChatRef,
+    Inbound,
+    InboundHandler,
+    Outbound,
+    ReplyStream,
+)
+
+PREFIX = "perch> "
+
+
+class ConsoleChannel:
+    name = "console"
+
+    def __init__(
+        self,
+        user: str = "owner",
+        *,
+        stdin: TextIO | None = None,
+        stdout: TextIO | None = None,
+        on_eof: Callable[[], None] | None = None,
+    ) -> None:
+        self.user = user
+        self._stdin = stdin or sys.stdin
+        self._stdout = stdout or sys.stdout
+        self._on_eof = on_eof
+        self._task: asyncio.Task[None] | None = None
+        self._ids = itertools.count(1)
+        self._up = False
+        self.chat = ChatRef("console", "local", "dm", user)
+
+    async def start(self, on_message: InboundHandler) -> None:
+        self._up = True
+        self._task = asyncio.create_task(self._read_loop(on_message), name="console-reader")
+
+    async def stop(self) -> None:
+        self._up = False
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    def status(self) -> ChannelStatus:
+        return ChannelStatus(self.name, self._up, "reading stdin" if self._up else "closed")
+
+    async def send(self, out: Outbound) -> None:
+        self._write(PREFIX + out.text.strip() + "\n")
+
+    @contextlib.asynccontextmanager
+    async def typing(self, chat: ChatRef) -> AsyncIterator[None]:
+        yield
+
+    def reply_stream(self, chat: ChatRef) -> ReplyStream:
+        return _ConsoleStream(self._write)
+
+    def _write(self, text: str) -> None:
+        self._stdout.write(text)
+        self._stdout.flush()
+
+    async def _read_loop(self, on_message: InboundHandler) -> None:
+        # Message ids only need to be unique per run of the daemon: prefix with a start stamp.
+        stamp = f"{asyncio.get_running_loop().time():.0f}"
+        async for line in _lines(self._stdin):
+            text = line.rstrip("\r\n")
+            if not text.strip():
+                continue
+            inbound = Inbound(
+                chat=self.chat,
+                sender_id=self.user,
+                sender_name=self.user,
+                text=text,
+                message_id=f"{stamp}-{next(self._ids)}",
+                mentioned=True,
+            )
+            try:
+                await on_message(inbound)
+            except Exception as exc:  # never let one message end the console
+                self._write(f"[console] could not handle that message: {exc}\n")
+        self._up = False
+        if self._on_eof is not None:
+            self._on_eof()
+
+
+class _ConsoleStream:
+    """Prints the reply as it grows; if the final text differs, prints it whole."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self._write = write
+        self._shown = ""
+
+    async def update(self, text: str) -> None:
+        if not self._shown:
+            if not text.strip():
+                return
+            self._write(PREFIX)
+        if text.startswith(self._shown):
+            self._write(text[len(self._shown) :])
+            self._shown = text
+
+    async def finish(self, text: str) -> None:
+        text = text.strip()
+        if self._shown and text.startswith(self._shown.strip()):
+            self._write(text[len(self._shown.strip()) :] + "\n")
+        elif self._shown:
+            self._write("\n" + PREFIX + text + "\n")
+        elif text:
+            self._write(PREFIX + text + "\n")
+
+    async def abort(self) -> None:
+        if self._shown:
+            self._write("\n")
+
+
+async def _lines(stream: TextIO) -> AsyncIterator[str]:
+    loop = asyncio.get_running_loop()
+    try:
+        reader = asyncio.StreamReader()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
+    except (ValueError, OSError, AttributeError, NotImplementedError):
+        async for line in _thread_lines(stream):
+            yield line
+        return
+    while True:
+        raw = await reader.readline()
+        if not raw:
+            return
+        yield raw.decode("utf-8", errors="replace")
+
+
+async def _thread_lines(stream: TextIO) -> AsyncIterator[str]:
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def pump() -> None:
+        try:
+            for line in stream:
+                loop.call_soon_threadsafe(queue.put_nowait, line)
+        except Exception:
+            pass
+        finally:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    threading.Thread(target=pump, name="console-stdin", daemon=True).start()
+    while (line := await queue.get()) is not None:
+        yield line

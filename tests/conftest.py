@@ -1,0 +1,11 @@
+"""Test-wide environment: no proxies (slack_sdk ignores NO_PROXY), loopback only."""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+    os.environ.pop(_var, None)
+os.environ["NO_PROXY"] = "127.0.0.1,localhost"
+os.environ["no_proxy"] = "127.0.0.1,localhost"
+os.environ["PTB_TIMEDELTA"] = "1"

@@ -1,0 +1,134 @@
+"""An in-process chat channel for gateway tests: push `Inbound`s in, read what was sent.
+
+`MemoryChannel(name)` satisfies the `Channel` protocol. `say(...)` builds an `Inbound` and
+awaits the gateway's handler; `sent` records every delivered text per chat; typing and
+stream activity are recorded too, so tests can assert that typing stops and previews end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from channels.base import (
+    ChannelStatus,
+    ChatRef,
+    Inbound,
+    InboundHandler,
+    Outbound,
+    ReplyStream,
+)
+
+
+@dataclass
+class Sent:
+    chat: ChatRef
+    text: str
+
+
+@dataclass
+class MemoryChannel:
+    name: str = "telegram"
+    account: str = "bot"
+    sent: list[Sent] = field(default_factory=list)
+    typing_active: int = 0
+    typing_started: int = 0
+    previews: list[str] = field(default_factory=list)
+    _handler: InboundHandler | None = None
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _changed: asyncio.Condition | None = None
+
+    def _cond(self) -> asyncio.Condition:
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        return self._changed
+
+    async def start(self, on_message: InboundHandler) -> None:
+        self._handler = on_message
+
+    async def stop(self) -> None:
+        self._handler = None
+
+    def status(self) -> ChannelStatus:
+        return ChannelStatus(self.name, self._handler is not None, "memory")
+
+    async def send(self, out: Outbound) -> None:
+        self.sent.append(Sent(out.chat, out.text))
+        async with self._cond():
+            self._cond().notify_all()
+
+    @contextlib.asynccontextmanager
+    async def typing(self, chat: ChatRef) -> AsyncIterator[None]:
+        self.typing_active += 1
+        self.typing_started += 1
+        try:
+            yield
+        finally:
+            self.typing_active -= 1
+
+    def reply_stream(self, chat: ChatRef) -> ReplyStream:
+        return _Stream(self, chat)
+
+    # -- test side -------------------------------------------------------------------
+
+    def chat(self, chat_id: str = "u1", *, group: bool = False, thread: str | None = None) -> ChatRef:
+        return ChatRef(self.name, self.account, "group" if group else "dm", chat_id, thread)
+
+    def inbound(
+        self,
+        text: str,
+        *,
+        chat_id: str = "u1",
+        sender: str | None = None,
+        group: bool = False,
+        mentioned: bool = True,
+        message_id: str | None = None,
+        thread: str | None = None,
+    ) -> Inbound:
+        return Inbound(
+            chat=self.chat(chat_id, group=group, thread=thread),
+            sender_id=sender or chat_id,
+            sender_name=sender or chat_id,
+            text=text,
+            message_id=message_id or f"m{next(self._ids)}",
+            mentioned=mentioned,
+        )
+
+    async def say(self, text: str, **kwargs: object) -> Inbound:
+        assert self._handler is not None, "channel not started"
+        inbound = self.inbound(text, **kwargs)  # type: ignore[arg-type]
+        await self._handler(inbound)
+        return inbound
+
+    async def deliver(self, inbound: Inbound) -> None:
+        assert self._handler is not None, "channel not started"
+        await self._handler(inbound)
+
+    def texts(self, chat_id: str | None = None) -> list[str]:
+        return [s.text for s in self.sent if chat_id is None or s.chat.chat_id == chat_id]
+
+    async def wait_sent(self, n: int, timeout: float = 5.0) -> list[str]:
+        async def enough() -> None:
+            async with self._cond():
+                await self._cond().wait_for(lambda: len(self.sent) >= n)
+
+        await asyncio.wait_for(enough(), timeout)
+        return self.texts()
+
+
+class _Stream:
+    def __init__(self, channel: MemoryChannel, chat: ChatRef) -> None:
+        self._channel = channel
+        self._chat = chat
+
+    async def update(self, text: str) -> None:
+        self._channel.previews.append(text)
+
+    async def finish(self, text: str) -> None:
+        await self._channel.send(Outbound(self._chat, text))
+
+    async def abort(self) -> None:
+        return None

@@ -1,0 +1,183 @@
+"""config.yaml: interpolation, validation and the one-line errors people see."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.config import (
+    EXIT_CONFIG,
+    ConfigError,
+    interpolate,
+    load_config,
+    parse_duration,
+    require_api_key,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+ENV = {"ANTHROPIC_API_KEY": "sk-ant-test"}
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_shipped_config_loads_with_console_on_and_platforms_off() -> None:
+    config = load_config(REPO / "config.yaml", ENV)
+    assert config.channels.console.enabled
+    assert not config.channels.telegram.enabled
+    assert not config.channels.slack.enabled
+    assert not config.channels.signal.enabled
+    assert config.agent.max_iterations == 20
+    assert config.agent.queue.mode == "collect" and config.agent.queue.cap == 20
+    assert config.agent.guard.max_message_chars == 32768
+    assert config.heartbeat.every == 1800
+    assert config.gateway.recovery_window == 900
+    assert config.providers.anthropic.base_url == "https://api.anthropic.com"
+    assert config.workspace == (REPO / "workspace").resolve()
+
+
+def test_shipped_config_names_every_contract_key() -> None:
+    text = (REPO / "config.yaml").read_text()
+    for key in (
+        "id:", "model:", "workspace:", "max_iterations:", "max_concurrent_runs:",
+        "max_spawn_depth:", "queue:", "guard:", "api_key:", "base_url:", "store:",
+        "heartbeat:", "console:", "telegram:", "token:", "dm_policy:", "allow_from:",
+        "group_policy:", "groups:", "require_mention:", "slack:", "bot_token:", "app_token:",
+        "signal:", "number:", "service_url:",
+    ):  # fmt: skip
+        assert key in text, key
+
+
+def test_env_interpolation_with_defaults() -> None:
+    env = {"A": "1", "EMPTY": ""}
+    tree = {"x": "${A}", "y": "${B:-two}", "z": ["${EMPTY:-fallback}", "pre-${A}-post"], "n": 3}
+    assert interpolate(tree, env) == {"x": "1", "y": "two", "z": ["fallback", "pre-1-post"], "n": 3}
+
+
+def test_missing_variable_names_the_key_and_the_variable() -> None:
+    with pytest.raises(ConfigError) as err:
+        interpolate({"channels": {"slack": {"bot_token": "${SLACK_X}"}}}, {})
+    assert "channels.slack.bot_token" in str(err.value)
+    assert "SLACK_X" in str(err.value)
+
+
+def test_missing_api_key_says_how_to_set_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(REPO / "config.yaml", {})
+    message = str(err.value)
+    assert "providers.anthropic.api_key" in message
+    assert "export ANTHROPIC_API_KEY=" in message
+
+
+def test_empty_api_key_is_refused_at_start(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "providers: {anthropic: {api_key: ''}}\n"), {})
+    with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
+        require_api_key(config)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("agent: {max_iterations: lots}\n", "agent.max_iterations: Input should be a valid integer"),
+        ("agent: {queue: {mode: shout}}\n", "agent.queue.mode: Input should be"),
+        ("agent: {modle: x}\n", "agent.modle: unknown key"),
+        ("heartbeat: {every: soon}\n", "heartbeat.every: expected a duration"),
+        ("heartbeat: {active_hours: '9-5'}\n", "heartbeat.active_hours: expected HH:MM-HH:MM"),
+        ("agent: {timezone: Mars/Base}\n", "agent.timezone: unknown timezone"),
+        ("agent: [1, 2]\n", "agent: Input should be a valid dictionary"),
+        ("agent: {max_spawn_depth: 9}\n", "agent.max_spawn_depth: Input should be less than"),
+        (
+            "channels: {telegram: {enabled: true, token: t, dm_policy: allowlist}}\n",
+            "dm_policy is allowlist but allow_from is empty",
+        ),
+        (
+            "channels: {telegram: {enabled: true, token: t, dm_policy: open}}\n",
+            'allow_from: ["*"]',
+        ),
+        ("channels: {telegram: {enabled: true}}\n", "TELEGRAM_BOT_TOKEN"),
+        ("channels: {slack: {enabled: true, bot_token: x}}\n", "SLACK_APP_TOKEN"),
+        ("agent: {id: 'a b'}\n", "agent.id: String should match pattern"),
+        ("agent: {model: x\n", "not valid YAML at line"),
+        ("- just\n- a list\n", "top level must be a mapping"),
+    ],
+)
+def test_bad_config_gives_one_readable_line(tmp_path: Path, text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text), ENV)
+    message = str(err.value)
+    assert expected in message
+    assert "\n" not in message
+    assert str(tmp_path / "config.yaml") in message
+
+
+def test_allowlist_with_ids_and_numbers_is_accepted(tmp_path: Path) -> None:
+    config = load_config(
+        write(
+            tmp_path,
+            "channels: {telegram: {enabled: true, token: t, dm_policy: allowlist, "
+            "allow_from: [12345, '678']}}\n",
+        ),
+        ENV,
+    )
+    assert config.channels.telegram.allow_from == ["12345", "678"]
+
+
+def test_missing_file_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(tmp_path / "nope.yaml", ENV)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("45s", 45), ("10m", 600), ("2h", 7200), ("1d", 86400), ("0", 0), (90, 90), ("250ms", 0.25)],
+)
+def test_durations(text: object, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@given(st.text())
+def test_duration_parser_never_crashes_on_garbage(text: str) -> None:
+    try:
+        assert parse_duration(text) >= 0
+    except ValueError:
+        pass
+
+
+def test_perch_run_with_broken_config_exits_78_with_one_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "agent: {max_iterations: -1}\n")
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "run", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == EXIT_CONFIG
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "agent.max_iterations" in lines[0]
+
+
+def test_perch_run_without_api_key_exits_78(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "run", "--config", str(REPO / "config.yaml")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == EXIT_CONFIG
+    assert "ANTHROPIC_API_KEY" in proc.stderr

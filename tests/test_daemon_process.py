@@ -1,0 +1,159 @@
+"""`perch run` as a real process on the console channel, against the fake model server.
+
+These are the issue's "done when" checks: a console conversation with a tool call that is
+kept across a restart, a clean exit on SIGTERM, and a SIGKILL mid-run that loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def write_config(tmp_path: Path, base_url: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "providers": {"anthropic": {"api_key": "${ANTHROPIC_API_KEY}",
+                                            "base_url": base_url}},  # fmt: skip
+                "heartbeat": {"every": 0},
+                "gateway": {"shutdown_grace": "3s"},
+            }
+        )
+    )
+    return path
+
+
+class Perch:
+    """A `perch run` subprocess with its stdin and stdout wired to the test."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.out: list[str] = []
+
+    @classmethod
+    async def start(cls, config: Path) -> Perch:
+        env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-1234567890"}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot.cli", "run", "--config", str(config),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=env, cwd=config.parent,
+        )  # fmt: skip
+        return cls(proc)
+
+    async def say(self, text: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(text.encode() + b"\n")
+        await self.proc.stdin.drain()
+
+    async def expect(self, fragment: str, timeout: float = 20) -> str:
+        assert self.proc.stdout is not None
+
+        async def read() -> str:
+            while True:
+                line = await self.proc.stdout.readline()  # type: ignore[union-attr]
+                if not line:
+                    raise AssertionError(f"perch exited before printing {fragment!r}: {self.out}")
+                text = line.decode()
+                self.out.append(text)
+                if fragment in text:
+                    return text
+
+        return await asyncio.wait_for(read(), timeout)
+
+    async def finish(self, timeout: float = 30) -> tuple[int, str]:
+        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
+            self.proc.stdin.close()
+        _, err = await asyncio.wait_for(self.proc.communicate(), timeout)
+        assert self.proc.returncode is not None
+        return self.proc.returncode, err.decode()
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as server:
+        yield server
+
+
+async def test_console_conversation_with_a_tool_call_survives_a_restart(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    config = write_config(tmp_path, fake.base_url)
+    fake.queue(
+        Reply.tool_use([("write_file", {"path": "todo.md", "content": "- call Alex"})]),
+        Reply.text("Saved your todo."),
+    )
+    perch = await Perch.start(config)
+    await perch.say("note: call Alex")
+    assert "Saved your todo." in await perch.expect("perch> ")
+    code, err = await perch.finish()  # EOF on the only channel stops the daemon
+    assert code == 0, err
+    assert (tmp_path / "workspace" / "todo.md").read_text() == "- call Alex"
+    assert (tmp_path / "workspace" / "SOUL.md").exists()  # seeded from bootstrap/
+    assert "sk-ant-test-1234567890" not in err
+
+    perch = await Perch.start(config)
+    await perch.say("what did I ask?")
+    await perch.expect("echo: what did I ask?")
+    code, err = await perch.finish()
+    assert code == 0, err
+    history = fake.requests[-1]["messages"]
+    assert history[0]["content"][0]["text"] == "note: call Alex"
+    assert any(b.get("type") == "tool_result" for m in history for b in m["content"])
+
+
+async def test_sigterm_mid_run_stops_cleanly_and_keeps_history_valid(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    config = write_config(tmp_path, fake.base_url)
+    fake.queue(Reply.hang())
+    perch = await Perch.start(config)
+    await perch.say("think hard")
+    await fake.wait_requests(1, timeout=20)
+    perch.proc.send_signal(signal.SIGTERM)
+    await perch.expect("restarting", timeout=20)
+    code, err = await perch.finish()
+    assert code == 0, err
+    db = sqlite3.connect(tmp_path / "data" / "perch.db")
+    roles = [r[0] for r in db.execute("SELECT role FROM messages ORDER BY id")]
+    assert roles == ["user"]
+
+
+async def test_sigkill_mid_run_loses_nothing_and_answers_once(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    config = write_config(tmp_path, fake.base_url)
+    gate = asyncio.Event()
+    fake.default = lambda body: Reply.text("echo: " + last_user_text(body), hold=gate)
+    perch = await Perch.start(config)
+    await perch.say("remember the milk")
+    await fake.wait_requests(1, timeout=20)
+    perch.proc.kill()
+    await perch.proc.wait()
+
+    gate.set()
+    perch = await Perch.start(config)
+    await perch.expect("echo: remember the milk")
+    code, err = await perch.finish()
+    assert code == 0, err
+    assert [last_user_text(r) for r in fake.requests] == ["remember the milk"] * 2
+    db = sqlite3.connect(tmp_path / "data" / "perch.db")
+    rows = [r[0] for r in db.execute("SELECT role FROM messages ORDER BY id")]
+    assert rows == ["user", "assistant"]
+    pending = db.execute("SELECT count(*) FROM inbox WHERE status = 'pending'").fetchone()[0]
+    assert pending == 0
+    printed = "".join(perch.out)
+    assert printed.count("echo: remember the milk") == 1

@@ -1,0 +1,312 @@
+"""The gateway end to end: in-process chat channel -> real daemon -> fake Anthropic server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.gateway import inbound_to_payload
+from bot.sessions import SessionKey
+from bot.store import Store
+from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
+from tests.fakes.chat import MemoryChannel
+from tests.harness import running_daemon
+
+GROUPS = {"channels.telegram.groups": ["g1"]}
+OPEN_DMS = {"channels.telegram.dm_policy": "open", "channels.telegram.allow_from": ["*"]}
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as server:
+        yield server
+
+
+def gated(fake: FakeAnthropic) -> asyncio.Event:
+    """Make every model answer wait for the returned event (a slow model we control)."""
+    gate = asyncio.Event()
+    fake.default = lambda body: Reply.text("echo: " + last_user_text(body), hold=gate)
+    return gate
+
+
+async def settle(daemon: Any) -> None:
+    await asyncio.wait_for(daemon.gateway._idle.wait(), 5)
+
+
+async def test_dm_gets_an_answer_with_typing_shown_while_it_runs(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS):
+        await chan.say("hello")
+        assert await chan.wait_sent(1) == ["echo: hello"]
+        assert chan.typing_started == 1 and chan.typing_active == 0
+    system = fake.requests[0]["system"]
+    assert "Perch" in system[0]["text"] and system[0]["cache_control"]["type"] == "ephemeral"
+
+
+async def test_conversation_survives_a_restart(tmp_path: Path, fake: FakeAnthropic) -> None:
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS):
+        await chan.say("my name is Ada")
+        await chan.wait_sent(1)
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS):
+        await chan.say("what is my name?")
+        await chan.wait_sent(1)
+    texts = [m["content"][-1].get("text") for m in fake.requests[-1]["messages"]]
+    assert texts == ["my name is Ada", "echo: my name is Ada", "what is my name?"]
+
+
+async def test_dm_burst_runs_one_turn_then_collects_the_rest_into_one(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    gate = gated(fake)
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS) as daemon:
+        for text in ("one", "two", "three", "four"):
+            await chan.say(text)
+        await fake.wait_requests(1)
+        assert fake.in_flight == 1
+        gate.set()
+        await chan.wait_sent(2)
+        await settle(daemon)
+    assert len(fake.requests) == 2
+    follow_up = last_user_text(fake.requests[1])
+    assert "3 messages arrived while you were busy" in follow_up
+    assert follow_up.index("two") < follow_up.index("three") < follow_up.index("four")
+
+
+async def test_group_runs_three_at_once_then_the_rest(tmp_path: Path, fake: FakeAnthropic) -> None:
+    gate = gated(fake)
+    chan = MemoryChannel("telegram")
+    overrides = {**GROUPS, "agent.queue.mode": "followup"}
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, overrides) as daemon:
+        for i in range(5):
+            await chan.say(f"q{i}", chat_id="g1", sender=f"user{i}", group=True)
+        await fake.wait_requests(3)
+        await asyncio.sleep(0)  # let any (wrong) fourth run reach the server
+        assert fake.in_flight == 3
+        key = str(SessionKey.group("main", "telegram", "bot", "g1"))
+        lane = daemon.gateway.lanes[key]
+        assert (len(lane.active), len(lane.queue)) == (3, 2)
+        gate.set()
+        await chan.wait_sent(5)
+        await settle(daemon)
+    assert fake.max_in_flight == 3
+    assert len(fake.requests) == 5
+
+
+async def test_stop_cancels_the_oldest_run_and_keeps_the_queue(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    gate = gated(fake)
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS) as daemon:
+        await chan.say("first")
+        await fake.wait_requests(1)
+        await chan.say("second")
+        await chan.say("/stop@perchbot")
+        await chan.wait_sent(1)
+        assert chan.texts()[0] == "Stopped."
+        await fake.wait_requests(2)  # the queued message starts
+        gate.set()
+        await chan.wait_sent(2)
+        await settle(daemon)
+        assert chan.texts()[1] == "echo: second"
+        # The stopped turn left a valid history: its user message is kept.
+        store: Store = daemon.store  # type: ignore[assignment]
+        session = await store.session(str(SessionKey.dm("main", "telegram", "bot", "u1")))
+        roles = [m["role"] for m in await store.messages(session.id)]
+        assert roles == ["user", "user", "assistant"]
+        assert chan.typing_active == 0
+
+
+async def test_stopall_cancels_every_group_run_and_drops_waiting_messages(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    gate = gated(fake)
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, GROUPS) as daemon:
+        for i in range(5):
+            await chan.say(f"q{i}", chat_id="g1", sender=f"user{i}", group=True)
+        await fake.wait_requests(3)
+        await chan.say("/stopall", chat_id="g1", sender="user0", group=True)
+        assert await chan.wait_sent(1) == ["Stopped 3 runs."]
+        await settle(daemon)
+        gate.set()
+        await chan.say("/stopall", chat_id="g1", sender="user0", group=True)
+        await chan.wait_sent(2)
+    assert chan.texts() == ["Stopped 3 runs.", "Nothing to stop."]
+    assert len(fake.requests) == 3  # the two waiting messages never ran
+
+
+async def test_unknown_dm_sender_gets_a_pairing_code_not_the_model(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}) as daemon:
+        await chan.say("hi", chat_id="stranger")
+        reply = (await chan.wait_sent(1))[0]
+        store: Store = daemon.store  # type: ignore[assignment]
+        [request] = await store.pairing_requests("telegram")
+        assert request.code in reply and len(request.code) == 8
+        assert not set(request.code) & set("01OI")
+        await chan.say("/status", chat_id="stranger")  # commands of strangers are ignored
+        await chan.say("hello again", chat_id="stranger")
+        await chan.wait_sent(2)
+        assert request.code in chan.texts()[1]  # the same code again, not a new one
+        assert fake.requests == []
+        assert await store.pairing_approve("telegram", request.code.lower()) is not None
+        await chan.say("now?", chat_id="stranger")
+        await chan.wait_sent(3)
+        assert chan.texts()[2] == "echo: now?"
+
+
+async def test_pairing_allows_three_pending_codes_per_channel(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}):
+        for i in range(4):
+            await chan.say("hi", chat_id=f"s{i}")
+        await chan.wait_sent(3)
+        await asyncio.sleep(0.05)
+    assert len(chan.sent) == 3
+    assert {s.chat.chat_id for s in chan.sent} == {"s0", "s1", "s2"}
+
+
+async def test_redelivered_update_is_answered_once(tmp_path: Path, fake: FakeAnthropic) -> None:
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS) as daemon:
+        await chan.say("hello", message_id="42")
+        await chan.say("hello", message_id="42")
+        await chan.wait_sent(1)
+        await settle(daemon)
+    assert chan.texts() == ["echo: hello"]
+    assert len(fake.requests) == 1
+
+
+async def test_unmentioned_group_messages_become_context_for_the_next_mention(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, GROUPS) as daemon:
+        await chan.say("the meeting moved to 3pm", chat_id="g1", sender="bob", group=True,
+                       mentioned=False)  # fmt: skip
+        await chan.say("when is the meeting?", chat_id="g1", sender="amy", group=True)
+        await chan.wait_sent(1)
+        await settle(daemon)
+    assert len(fake.requests) == 1
+    asked = last_user_text(fake.requests[0])
+    assert "bob: the meeting moved to 3pm" in asked
+    assert asked.endswith("[amy]: when is the meeting?")
+
+
+async def test_groups_outside_the_allowlist_are_ignored(tmp_path: Path, fake: FakeAnthropic) -> None:
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, GROUPS) as daemon:
+        await chan.say("hey bot", chat_id="g2", group=True)
+        await chan.say("/stop", chat_id="g2", group=True)
+        await settle(daemon)
+    assert chan.sent == [] and fake.requests == []
+
+
+async def test_steer_mode_injects_into_the_running_turn(tmp_path: Path, fake: FakeAnthropic) -> None:
+    release = asyncio.Event()
+    fake.queue(
+        Reply.tool_use([("list_dir", {"path": "."})], hold=release),
+        Reply.text("done with both"),
+    )
+    chan = MemoryChannel("telegram")
+    overrides = {**OPEN_DMS, "agent.queue.mode": "steer"}
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, overrides) as daemon:
+        await chan.say("list files")
+        await fake.wait_requests(1)
+        await chan.say("and be brief")
+        release.set()
+        await chan.wait_sent(1)
+        await settle(daemon)
+    assert len(fake.requests) == 2
+    assert "[New message while you work]: and be brief" in last_user_text(fake.requests[1])
+
+
+async def test_silent_reply_is_saved_but_not_sent(tmp_path: Path, fake: FakeAnthropic) -> None:
+    fake.queue(Reply.text("NO_REPLY"))
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS) as daemon:
+        await chan.say("ok thanks")
+        await settle(daemon)
+        store: Store = daemon.store  # type: ignore[assignment]
+        session = await store.session(str(SessionKey.dm("main", "telegram", "bot", "u1")))
+        saved = await store.messages(session.id)
+    assert chan.sent == []
+    assert saved[-1]["content"][0]["text"] == "NO_REPLY"
+
+
+async def test_model_failure_tells_the_user_plainly(tmp_path: Path, fake: FakeAnthropic) -> None:
+    fake.queue(Reply.http_error(400, "invalid_request_error", "prompt is too long"))
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS):
+        await chan.say("hello")
+        [reply] = await chan.wait_sent(1)
+    assert reply.startswith("Sorry, I couldn't answer that:")
+    assert "prompt is too long" in reply
+
+
+async def test_unfinished_inbox_rows_are_rerun_or_answered_with_a_notice(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    chan = MemoryChannel("telegram")
+    fresh = chan.inbound("are you there?", chat_id="u1", message_id="7")
+    stale = chan.inbound("old news", chat_id="u2", message_id="8")
+    (tmp_path / "data").mkdir()
+    store = await Store.open(tmp_path / "data" / "perch.db")
+    for inbound in (fresh, stale):
+        await store.inbox_add("telegram", "bot", inbound.chat.chat_id, inbound.message_id,
+                              inbound_to_payload(inbound))  # fmt: skip
+    await store.execute("UPDATE inbox SET received_at = ? WHERE message_id = '8'",
+                        (time.time() - 3600,))  # fmt: skip
+    await store.close()
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS) as daemon:
+        await chan.wait_sent(2)
+        await settle(daemon)
+        store2: Store = daemon.store  # type: ignore[assignment]
+        assert await store2.inbox_pending() == []
+    by_chat = {s.chat.chat_id: s.text for s in chan.sent}
+    assert by_chat["u1"] == "echo: are you there?"
+    assert "I restarted and lost your message" in by_chat["u2"]
+    assert len(fake.requests) == 1
+
+
+async def test_status_and_help_commands_answer_without_the_model(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS):
+        await chan.say("hello")
+        await chan.wait_sent(1)
+        await chan.say("/status")
+        await chan.say("/help")
+        await chan.wait_sent(3)
+    status, help_text = chan.texts()[1:]
+    assert "Model: claude-sonnet-5-5" in status and "2 messages" in status
+    assert "/stopall" in help_text
+    assert len(fake.requests) == 1
+
+
+async def test_new_archives_and_reset_clears(tmp_path: Path, fake: FakeAnthropic) -> None:
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS):
+        await chan.say("remember 7")
+        await chan.wait_sent(1)
+        await chan.say("/new")
+        await chan.wait_sent(2)
+        await chan.say("what number?")
+        await chan.wait_sent(3)
+    assert [m["content"][-1]["text"] for m in fake.requests[-1]["messages"]] == ["what number?"]

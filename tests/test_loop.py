@@ -1,0 +1,319 @@
+"""The agent loop end to end: real Anthropic SDK -> fake Messages API, real tools."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.cancel import CancelToken
+from agents.loop import (
+    CANCELLED_RESULT,
+    AgentLoop,
+    Event,
+    RunRequest,
+    SteerInbox,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+)
+from agents.provider import AnthropicClient
+from agents.tools.base import ToolContext, ToolRegistry, ToolResult
+from agents.tools.files import file_tools
+from tests.fakes.anthropic import FakeAnthropic, Reply
+
+
+class SlowTool:
+    """Waits until released (or cancelled); records that it started."""
+
+    name = "slow"
+    description = "waits"
+    input_schema: dict[str, Any] = {"type": "object", "properties": {}}
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        self.started.set()
+        await self.release.wait()
+        return ToolResult("slow done")
+
+
+class EchoTool:
+    name = "echo"
+    description = "echoes its input after an optional delay"
+    input_schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "delay": {"type": "number"}},
+    }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        await asyncio.sleep(float(args.get("delay", 0)))
+        return ToolResult(str(args["text"]))
+
+
+class BrokenTool:
+    name = "broken"
+    description = "always fails"
+    input_schema: dict[str, Any] = {"type": "object", "properties": {}}
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        raise RuntimeError("disk on fire")
+
+
+class BigTool:
+    name = "big"
+    description = "returns a lot"
+    input_schema: dict[str, Any] = {"type": "object", "properties": {}}
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return ToolResult("x" * 5000)
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture
+async def client(fake: FakeAnthropic) -> AsyncIterator[AnthropicClient]:
+    c = AnthropicClient("test-key", fake.base_url, backoff_base=0.01, max_attempts=3)
+    yield c
+    await c.aclose()
+
+
+def request(tmp_path: Path, tools: ToolRegistry, text: str = "hi", **kw: Any) -> RunRequest:
+    cancel = kw.pop("cancel", CancelToken())
+    return RunRequest(
+        session_key="agent:main:test:a:dm:u",
+        system=[{"type": "text", "text": "be brief"}],
+        history=kw.pop("history", []),
+        user_content=[{"type": "text", "text": text}],
+        tools=tools,
+        context=ToolContext(workspace=tmp_path, session_key="k", cancel=cancel),
+        cancel=cancel,
+        **kw,
+    )
+
+
+def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    last = body["messages"][-1]
+    return [b for b in last["content"] if b["type"] == "tool_result"]
+
+
+async def test_multi_iteration_tool_turn_writes_and_reads_a_file(
+    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+) -> None:
+    fake.queue(
+        Reply.tool_use([("write_file", {"path": "notes.txt", "content": "buy milk"})]),
+        Reply.tool_use([("read_file", {"path": "notes.txt"})], text="Checking."),
+        Reply.text("Your note says: buy milk", chunk=5),
+    )
+    events: list[Event] = []
+
+    async def emit(e: Event) -> None:
+        events.append(e)
+
+    loop = AgentLoop(client, "claude-sonnet-5-5")
+    result = await loop.run(request(tmp_path, ToolRegistry(file_tools())), emit)
+
+    assert result.status == "ok"
+    assert result.text == "Your note says: buy milk"
+    assert (tmp_path / "notes.txt").read_text() == "buy milk"
+    assert len(fake.requests) == 3
+    assert "buy milk" in tool_results(fake.requests[2])[0]["content"]
+    roles = [m["role"] for m in result.new_messages]
+    assert roles == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    assert [e.name for e in events if isinstance(e, ToolStarted)] == ["write_file", "read_file"]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)).endswith("buy milk")
+    assert result.usage.input_tokens > 0 and result.usage.cost_usd > 0
+    assert {t["name"] for t in fake.requests[0]["tools"]} >= {"read_file", "write_file"}
+
+
+async def test_parallel_tool_calls_keep_results_in_call_order(
+    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+) -> None:
+    fake.queue(
+        Reply.tool_use(
+            [
+                ("echo", {"text": "first", "delay": 0.2}),
+                ("echo", {"text": "second", "delay": 0.0}),
+                ("echo", {"text": "third", "delay": 0.1}),
+            ]
+        ),
+        Reply.text("done"),
+    )
+    finished: list[str] = []
+
+    async def emit(e: Event) -> None:
+        if isinstance(e, ToolFinished):
+            finished.append(e.id)
+
+    loop = AgentLoop(client, "m")
+    result = await loop.run(request(tmp_path, ToolRegistry([EchoTool()])), emit)
+    assert result.status == "ok"
+    contents = [r["content"] for r in tool_results(fake.requests[1])]
+    assert contents == ["first", "second", "third"]
+    calls = [b["id"] for b in fake.requests[1]["messages"][-2]["content"]]
+    # They ran concurrently: the fastest finished first although it was called second.
+    assert finished[0] == calls[1]
+
+
+async def test_unknown_tool_and_tool_exception_come_back_as_errors(
+    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+) -> None:
+    fake.queue(
+        Reply.tool_use([("nope", {}), ("broken", {})]),
+        Reply.text("sorry"),
+    )
+    loop = AgentLoop(client, "m")
+    result = await loop.run(request(tmp_path, ToolRegistry([BrokenTool()])))
+    assert result.status == "ok"
+    unknown, broken = tool_results(fake.requests[1])
+    assert unknown["is_error"] and "Unknown tool 'nope'" in unknown["content"]
+    assert "broken" in unknown["content"]  # lists what exists
+    assert broken["is_error"] and "disk on fire" in broken["content"]
+
+
+async def test_oversized_tool_result_is_truncated_with_a_marker(
+    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+) -> None:
+    fake.queue(Reply.tool_use([("big", {})]), Reply.text("ok"))
+    loop = AgentLoop(client, "m", max_tool_result_chars=1000)
+    await loop.run(request(tmp_path, ToolRegistry([BigTool()])))
+    content = tool_results(fake.requests[1])[0]["content"]
+    assert content.startswith("x" * 1000)
+    assert "[OUTPUT TRUNCATED: showed 1000 of 5000 characters from big]" in content
+    assert len(content) < 1100
+
+
+async def test_cancel_mid_tool_answers_every_call_and_keeps_history_valid(
+    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+) -> None:
+    slow = SlowTool()
+    fake.queue(Reply.tool_use([("slow", {}), ("echo", {"text": "quick"})]))
+    cancel = CancelToken()
+    loop = AgentLoop(client, "m")
+    task = asyncio.create_task(
+        loop.run(request(tmp_path, ToolRegistry([slow, EchoTool()]), cancel=cancel))
+    )
+    await asyncio.wait_for(slow.started.wait(), 5)
+    cancel.cancel()
+    result = await asyncio.wait_for(task, 5)
+
+    assert result.status == "cancelled"
+    assert len(fake.requests) == 1  # no model call after the cancel
+    last = result.new_messages[-1]
+    assert last["role"] == "user"
+    results = {b["tool_use_id"]: b for b in last["content"]}
+    calls = [b for b in result.new_messages[-2]["content"] if b["type"] == "tool_use"]
+    assert set(results) == {c["id"] for c in calls}
+    slow_id = next(c["id"] for c in calls if c["name"] == "slow")
+    assert results[slow_id]["content"] == CANCELLED_RESULT
+
+
+async def test_stream_broken_after_text_is_not_retried(
+    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+) -> None:
+    fake.queue(Reply.stream_error(partial_text="Half an ans"), Reply.text("never asked"))
+    loop = AgentLoop(client, "m")
+    result = await loop.run(request(tmp_path, ToolRegistry()), _ignore)
+    assert result.status == "error"
+    assert result.streamed
+    assert len(fake.requests) == 1
+
+
+async def test_cancel_while_waiting_for_the_model_ends_cleanly(
+    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+) -> None:
+    fake.queue(Reply.hang())
+    cancel = CancelToken()
+    loop = AgentLoop(client, "m")
+    task = asyncio.create_task(loop.run(request(tmp_path, ToolRegistry(), cancel=cancel)))
+    await fake.wait_requests(1)
+    cancel.cancel()
+    result = await asyncio.wait_for(task, 5)
+    assert result.status == "cancelled"
+    assert [m["role"] for m in result.new_messages] == ["user"]
+
+
+async def _ignore(event: Event) -> None:
+    return None
+
+
+async def test_iteration_cap_ends_the_turn_with_a_note(
+    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+) -> None:
+    fake.default = lambda body: Reply.tool_use([("echo", {"text": "again"})])
+    loop = AgentLoop(client, "m", max_iterations=3)
+    result = await loop.run(request(tmp_path, ToolRegistry([EchoTool()])))
+    assert result.status == "max_iterations"
+    assert len(fake.requests) == 3
+    assert "stopped after 3 steps" in result.text
+    assert result.new_messages[-1]["role"] == "assistant"
+
+
+async def test_non_retryable_error_reaches_the_caller_as_a_clear_message(
+    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+) -> None:
+    fake.queue(Reply.http_error(401, "authentication_error", "invalid x-api-key"))
+    loop = AgentLoop(client, "m")
+    result = await loop.run(request(tmp_path, ToolRegistry()))
+    assert result.status == "error"
+    assert "ANTHROPIC_API_KEY" in result.error
+    assert len(fake.requests) == 1
+    assert [m["role"] for m in result.new_messages] == ["user"]
+
+
+async def test_retry_then_success_is_invisible_to_the_loop(
+    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+) -> None:
+    fake.queue(Reply.http_error(529, "overloaded_error"), Reply.text("fine"))
+    loop = AgentLoop(client, "m")
+    result = await loop.run(request(tmp_path, ToolRegistry()))
+    assert (result.status, result.text, len(fake.requests)) == ("ok", "fine", 2)
+
+
+async def test_steering_messages_join_the_next_model_call(
+    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+) -> None:
+    slow = SlowTool()
+    fake.queue(Reply.tool_use([("slow", {})]), Reply.text("noted both"))
+    steer = SteerInbox()
+    loop = AgentLoop(client, "m")
+    task = asyncio.create_task(
+        loop.run(request(tmp_path, ToolRegistry([slow]), steer=steer))
+    )
+    await asyncio.wait_for(slow.started.wait(), 5)
+    steer.put([{"type": "text", "text": "also: use metric units"}])
+    slow.release.set()
+    result = await asyncio.wait_for(task, 5)
+    assert result.status == "ok"
+    last = fake.requests[1]["messages"][-1]
+    assert last["role"] == "user"
+    assert last["content"][0]["type"] == "tool_result"
+    assert last["content"][-1]["text"] == "also: use metric units"
+
+
+async def test_history_and_system_prompt_reach_the_model_with_cache_breakpoints(
+    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+) -> None:
+    history = [
+        {"role": "user", "content": [{"type": "text", "text": "my name is Ada"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Hello Ada"}]},
+    ]
+    loop = AgentLoop(client, "m")
+    await loop.run(request(tmp_path, ToolRegistry(), "who am I?", history=history))
+    body = fake.requests[0]
+    assert [m["content"][0]["text"] for m in body["messages"]] == [
+        "my name is Ada",
+        "Hello Ada",
+        "who am I?",
+    ]
+    assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in history[-1]["content"][-1]  # the caller's data is untouched
