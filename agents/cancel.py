@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -61,9 +61,10 @@ class CancelToken:
         """Await `awaitable`, or cancel it and raise `Cancelled` if the token fires first."""
         self.check()
         task: asyncio.Future[T] = asyncio.ensure_future(awaitable)
-        waiter = asyncio.ensure_future(self._event.wait())
+        waiter: asyncio.Future[bool] = asyncio.ensure_future(self._event.wait())
         try:
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            both: set[asyncio.Future[Any]] = {task, waiter}
+            await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             task.cancel()
             raise

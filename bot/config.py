@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -366,7 +367,7 @@ def interpolate(value: Any, env: dict[str, str], path: str = "") -> Any:
     return _ENV_REF.sub(substitute, value)
 
 
-def _describe(error: dict[str, Any]) -> str:
+def _describe(error: Mapping[str, Any]) -> str:
     where = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
     message = str(error["msg"]).removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":

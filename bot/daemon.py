@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agents.compaction import CompactionPolicy, Compactor
 from agents.loop import AgentLoop
 from agents.prompt import PromptBuilder
 from agents.provider import AnthropicClient
@@ -31,6 +32,7 @@ from bot.gateway import Gateway
 from bot.store import Store
 from bot.toolbelt import build_tools
 from bot.turns import TurnRunner
+from bot.upkeep import SessionUpkeep
 from bot.workspace import seed_workspace
 from channels.base import Channel
 
@@ -49,6 +51,7 @@ class Daemon:
         self.stopping = asyncio.Event()
         self.started_at = 0.0
         self._status_task: asyncio.Task[None] | None = None
+        self.upkeep: SessionUpkeep | None = None
 
     async def start(self) -> None:
         began = time.perf_counter()
@@ -87,6 +90,22 @@ class Daemon:
         self.gateway = Gateway(
             config, self.store, runner, self.channels, AccessControl(self.store, policies)
         )
+        compaction = config.agent.compaction
+        compactor = Compactor(
+            agent_loop,
+            self.client,
+            config.agent.model,
+            CompactionPolicy(
+                compaction.max_messages,
+                compaction.context_ratio,
+                compaction.keep_last,
+                runner.window,
+            ),
+            self.tools.restricted(allow=["memory_append", "write_file", "read_file"]),
+        )
+        self.upkeep = SessionUpkeep(config, self.store, compactor, prompts)
+        runner.add_usage_listener(self.upkeep.after_run)
+        self.gateway.compactor = self.upkeep.compact_now
         for name, channel in self.channels.items():
             try:
                 await channel.start(self.gateway.on_message)
@@ -133,6 +152,8 @@ class Daemon:
             cancelled = await self.gateway.drain(self.config.gateway.shutdown_grace)
             if cancelled:
                 log.warning("cancelled %d run(s) that did not finish in time", cancelled)
+        if self.upkeep is not None:
+            await self.upkeep.stop()
         for name, channel in self.channels.items():
             try:
                 await asyncio.wait_for(channel.stop(), timeout=5)

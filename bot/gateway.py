@@ -16,7 +16,7 @@ import base64
 import collections
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from agents.cancel import Cancelled
@@ -322,7 +322,7 @@ class Gateway:
         except Exception as exc:
             log.error("sending to %s on %s failed: %s", chat.chat_id, chat.channel, exc)
 
-    async def _close(self, ids: list[int | None], status: str) -> None:
+    async def _close(self, ids: Iterable[int | None], status: str) -> None:
         await self.store.inbox_close([i for i in ids if i is not None], status)
 
     def _spawn(self, coro: Awaitable[None], name: str | None = None) -> None:

@@ -61,8 +61,8 @@ class RedactingFilter(logging.Filter):
         record.args = None
         if record.exc_text:
             record.exc_text = self.redact(record.exc_text)
-        record.run_id = run_id_var.get()
-        record.session = session_var.get()
+        record.__dict__["run_id"] = run_id_var.get()
+        record.__dict__["session"] = session_var.get()
         return True
 
 
@@ -70,10 +70,11 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
         ctx = ""
-        if getattr(record, "run_id", ""):
-            ctx = f" run={record.run_id}"
-        if getattr(record, "session", ""):
-            ctx += f" session={record.session}"
+        run_id, session = getattr(record, "run_id", ""), getattr(record, "session", "")
+        if run_id:
+            ctx = f" run={run_id}"
+        if session:
+            ctx += f" session={session}"
         line = f"{stamp} {record.levelname:<7} {record.name}{ctx}: {record.getMessage()}"
         if record.exc_text:
             line += "\n" + record.exc_text

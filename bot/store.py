@@ -282,6 +282,14 @@ class Store:
             rows = await cur.fetchall()
         return [{"role": role, "content": json.loads(content)} for role, content in rows]
 
+    async def messages_with_ids(self, session_id: str) -> list[tuple[int, Message]]:
+        async with self._db.execute(
+            "SELECT id, role, content FROM messages WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        ) as cur:
+            rows = await cur.fetchall()
+        return [(i, {"role": role, "content": json.loads(c)}) for i, role, c in rows]
+
     async def count_messages(self, session_id: str) -> int:
         async with self._db.execute(
             "SELECT count(*) FROM messages WHERE session_id = ?", (session_id,)
@@ -358,13 +366,14 @@ class Store:
         session = await self.session(session_key)
         await self.save_run(session.id, session_key, (), usage=usage, model=model)
 
-    async def compact(self, session_id: str, summary: str, keep_last: int) -> int:
-        """Replace all but the last `keep_last` messages by `summary`; returns rows removed."""
+    async def compact(self, session_id: str, summary: str, upto_id: int) -> int:
+        """Replace messages up to and including `upto_id` by `summary`; returns rows removed.
+
+        Messages saved after the summarised ones (a concurrent run's) are kept.
+        """
         async with self._transaction() as db:
             cur = await db.execute(
-                "DELETE FROM messages WHERE session_id = ? AND id NOT IN (SELECT id FROM "
-                "messages WHERE session_id = ? ORDER BY id DESC LIMIT ?)",
-                (session_id, session_id, keep_last),
+                "DELETE FROM messages WHERE session_id = ? AND id <= ?", (session_id, upto_id)
             )
             removed = cur.rowcount
             await db.execute(

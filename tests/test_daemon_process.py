@@ -27,8 +27,9 @@ def write_config(tmp_path: Path, base_url: str) -> Path:
     path.write_text(
         yaml.safe_dump(
             {
-                "providers": {"anthropic": {"api_key": "${ANTHROPIC_API_KEY}",
-                                            "base_url": base_url}},  # fmt: skip
+                "providers": {
+                    "anthropic": {"api_key": "${ANTHROPIC_API_KEY}", "base_url": base_url}
+                },
                 "heartbeat": {"every": 0},
                 "gateway": {"shutdown_grace": "3s"},
             }

@@ -208,7 +208,9 @@ async def test_unmentioned_group_messages_become_context_for_the_next_mention(
     assert asked.endswith("[amy]: when is the meeting?")
 
 
-async def test_groups_outside_the_allowlist_are_ignored(tmp_path: Path, fake: FakeAnthropic) -> None:
+async def test_groups_outside_the_allowlist_are_ignored(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
     chan = MemoryChannel("telegram")
     async with running_daemon(tmp_path, fake, {"telegram": chan}, GROUPS) as daemon:
         await chan.say("hey bot", chat_id="g2", group=True)
@@ -217,7 +219,9 @@ async def test_groups_outside_the_allowlist_are_ignored(tmp_path: Path, fake: Fa
     assert chan.sent == [] and fake.requests == []
 
 
-async def test_steer_mode_injects_into_the_running_turn(tmp_path: Path, fake: FakeAnthropic) -> None:
+async def test_steer_mode_injects_into_the_running_turn(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
     release = asyncio.Event()
     fake.queue(
         Reply.tool_use([("list_dir", {"path": "."})], hold=release),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -31,7 +31,7 @@ class SlowTool:
 
     name = "slow"
     description = "waits"
-    input_schema: dict[str, Any] = {"type": "object", "properties": {}}
+    input_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
 
     def __init__(self) -> None:
         self.started = asyncio.Event()
@@ -46,7 +46,7 @@ class SlowTool:
 class EchoTool:
     name = "echo"
     description = "echoes its input after an optional delay"
-    input_schema: dict[str, Any] = {
+    input_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {"text": {"type": "string"}, "delay": {"type": "number"}},
     }
@@ -59,7 +59,7 @@ class EchoTool:
 class BrokenTool:
     name = "broken"
     description = "always fails"
-    input_schema: dict[str, Any] = {"type": "object", "properties": {}}
+    input_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         raise RuntimeError("disk on fire")
@@ -68,7 +68,7 @@ class BrokenTool:
 class BigTool:
     name = "big"
     description = "returns a lot"
-    input_schema: dict[str, Any] = {"type": "object", "properties": {}}
+    input_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return ToolResult("x" * 5000)
@@ -286,9 +286,7 @@ async def test_steering_messages_join_the_next_model_call(
     fake.queue(Reply.tool_use([("slow", {})]), Reply.text("noted both"))
     steer = SteerInbox()
     loop = AgentLoop(client, "m")
-    task = asyncio.create_task(
-        loop.run(request(tmp_path, ToolRegistry([slow]), steer=steer))
-    )
+    task = asyncio.create_task(loop.run(request(tmp_path, ToolRegistry([slow]), steer=steer)))
     await asyncio.wait_for(slow.started.wait(), 5)
     steer.put([{"type": "text", "text": "also: use metric units"}])
     slow.release.set()

@@ -22,6 +22,8 @@ from channels.base import (
     ReplyStream,
 )
 
+_MESSAGE_IDS = itertools.count(1)  # platform ids never repeat, even across restarts
+
 
 @dataclass
 class Sent:
@@ -38,7 +40,6 @@ class MemoryChannel:
     typing_started: int = 0
     previews: list[str] = field(default_factory=list)
     _handler: InboundHandler | None = None
-    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _changed: asyncio.Condition | None = None
 
     def _cond(self) -> asyncio.Condition:
@@ -74,7 +75,9 @@ class MemoryChannel:
 
     # -- test side -------------------------------------------------------------------
 
-    def chat(self, chat_id: str = "u1", *, group: bool = False, thread: str | None = None) -> ChatRef:
+    def chat(
+        self, chat_id: str = "u1", *, group: bool = False, thread: str | None = None
+    ) -> ChatRef:
         return ChatRef(self.name, self.account, "group" if group else "dm", chat_id, thread)
 
     def inbound(
@@ -93,7 +96,7 @@ class MemoryChannel:
             sender_id=sender or chat_id,
             sender_name=sender or chat_id,
             text=text,
-            message_id=message_id or f"m{next(self._ids)}",
+            message_id=message_id or f"m{next(_MESSAGE_IDS)}",
             mentioned=mentioned,
         )
 

@@ -1,0 +1,222 @@
+"""Auto-compaction: summarise old history so a long conversation keeps its context.
+
+A session is compacted when it holds more than `max_messages` messages or its last prompt
+used more than `context_ratio` of the model's context window (token counts from the API's
+`usage`; a chars/4 estimate only when none is known). `Compactor.compact` first runs a
+memory-flush turn (minimal prompt, memory/file tools only, at most 5 iterations and 90 s) so
+the agent can write durable notes, then asks the model for a summary of everything but the
+last `keep_last` messages (merged with any earlier summary). The caller stores the summary
+and drops the summarised messages; the next turn sees the summary as a user/assistant pair.
+Pure of storage and platforms: it takes messages and returns a `Compaction`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from agents.cancel import CancelToken
+from agents.loop import AgentLoop, RunRequest
+from agents.model import Block, Message, ModelClient, ModelError, ModelRequest, Usage, text_of
+from agents.tools.base import ToolContext, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+FLUSH_PROMPT = (
+    "[Automatic memory flush] The older part of this conversation is about to be summarised "
+    "and removed from your context. If it holds anything worth keeping for the long term "
+    "(facts about the user, decisions, open tasks, promises you made), store it now with "
+    "memory_append (or write_file under memory/). Then reply with exactly NO_REPLY."
+)
+SUMMARY_SYSTEM = (
+    "You compress conversations. Write a faithful summary of the conversation you are "
+    "given so that an assistant can continue it: who the user is, what they asked, what was "
+    "decided or done (files written, reminders set), open questions and commitments, and "
+    "any preferences stated. Use short bullet points. Keep names, numbers, dates and ids "
+    "exactly. Do not invent anything. Write at most about 400 words."
+)
+FLUSH_HISTORY = 10
+FLUSH_ITERATIONS = 5
+FLUSH_TIMEOUT = 90.0
+SUMMARY_TIMEOUT = 120.0
+SUMMARY_MAX_TOKENS = 1024
+TRANSCRIPT_CHARS = 120_000
+TOOL_TEXT_CHARS = 400
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPolicy:
+    max_messages: int = 50
+    context_ratio: float = 0.75
+    keep_last: int = 4
+    window_tokens: int = 200_000
+
+    def due(self, message_count: int, context_tokens: int) -> bool:
+        return (
+            message_count > self.max_messages
+            or context_tokens > self.context_ratio * self.window_tokens
+        )
+
+
+@dataclass(slots=True)
+class Compaction:
+    summary: str
+    summarised: int  # how many leading messages the summary replaces
+    usage: Usage
+    flushed: bool
+
+
+def estimate_tokens(messages: list[Message]) -> int:
+    """A rough token count (chars/4 plus framing), for when the API has not told us."""
+    chars = 0
+    for message in messages:
+        chars += 16
+        for block in message["content"]:
+            if block.get("type") == "image":
+                chars += 6000
+            else:
+                chars += len(json.dumps(block, ensure_ascii=False))
+    return chars // 4
+
+
+def split_point(messages: list[Message], keep_last: int) -> int:
+    """Index where the kept tail starts: at most `keep_last` messages, beginning with a
+    plain user message so the kept history stays valid on its own (0 = nothing to do)."""
+    index = max(len(messages) - keep_last, 0)
+    while index > 0 and not _plain_user(messages[index]):
+        index -= 1
+    return index
+
+
+def render_transcript(messages: list[Message], limit: int = TRANSCRIPT_CHARS) -> str:
+    """The conversation as plain text for the summariser (tool traffic shortened)."""
+    lines: list[str] = []
+    for message in messages:
+        who = "User" if message["role"] == "user" else "Assistant"
+        for block in message["content"]:
+            kind = block.get("type")
+            if kind == "text" and block.get("text", "").strip():
+                lines.append(f"{who}: {block['text'].strip()}")
+            elif kind == "tool_use":
+                args = json.dumps(block.get("input", {}), ensure_ascii=False)
+                lines.append(f"[Assistant called {block.get('name')}({_short(args)})]")
+            elif kind == "tool_result":
+                lines.append(f"[Tool result: {_short(_result_text(block))}]")
+            elif kind == "image":
+                lines.append(f"{who}: [image]")
+    text = "\n".join(lines)
+    if len(text) > limit:
+        text = "[... earliest part omitted ...]\n" + text[-limit:]
+    return text
+
+
+class Compactor:
+    def __init__(
+        self,
+        loop: AgentLoop,
+        client: ModelClient,
+        model: str,
+        policy: CompactionPolicy,
+        flush_tools: ToolRegistry,
+    ) -> None:
+        self.loop = loop
+        self.client = client
+        self.model = model
+        self.policy = policy
+        self.flush_tools = flush_tools
+
+    async def compact(
+        self,
+        messages: list[Message],
+        previous_summary: str,
+        *,
+        system: list[Block],
+        context: ToolContext,
+    ) -> Compaction | None:
+        """Flush memories, then summarise; None when there is too little to compact."""
+        cut = split_point(messages, self.policy.keep_last)
+        if cut == 0:
+            return None
+        usage = Usage()
+        flushed = await self._flush(messages, system, context, usage)
+        summary = await self._summarise(messages[:cut], previous_summary, usage)
+        return Compaction(summary, cut, usage, flushed)
+
+    async def _flush(
+        self, messages: list[Message], system: list[Block], context: ToolContext, usage: Usage
+    ) -> bool:
+        if not len(self.flush_tools):
+            return False
+        recent = messages[split_point(messages, FLUSH_HISTORY) :] if messages else []
+        cancel = CancelToken()
+        request = RunRequest(
+            session_key=context.session_key,
+            system=system,
+            history=recent,
+            user_content=[{"type": "text", "text": FLUSH_PROMPT}],
+            tools=self.flush_tools,
+            context=ToolContext(
+                workspace=context.workspace,
+                session_key=context.session_key,
+                cancel=cancel,
+                origin=context.origin,
+                depth=context.depth,
+                run_id=context.run_id,
+            ),
+            cancel=cancel,
+            max_iterations=FLUSH_ITERATIONS,
+        )
+        task = asyncio.ensure_future(self.loop.run(request))
+        try:
+            result = await asyncio.wait_for(asyncio.shield(task), FLUSH_TIMEOUT)
+        except TimeoutError:
+            cancel.cancel("memory flush timed out")
+            result = await task
+        usage.add(result.usage)
+        if result.status == "error":
+            log.warning("memory flush failed: %s", result.error)
+        return result.status == "ok"
+
+    async def _summarise(self, old: list[Message], previous: str, usage: Usage) -> str:
+        transcript = render_transcript(old)
+        prompt = (
+            (f"Earlier summary:\n{previous}\n\n" if previous else "")
+            + "Conversation to summarise:\n"
+            + transcript
+        )
+        request = ModelRequest(
+            model=self.model,
+            system=[{"type": "text", "text": SUMMARY_SYSTEM}],
+            messages=[{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+            max_tokens=SUMMARY_MAX_TOKENS,
+        )
+        try:
+            response = await asyncio.wait_for(self.client.complete(request), SUMMARY_TIMEOUT)
+        except TimeoutError as exc:
+            raise ModelError("summarising the conversation timed out") from exc
+        usage.add(response.usage)
+        summary = text_of(response.content).strip()
+        if not summary:
+            raise ModelError("the model returned an empty summary")
+        return summary
+
+
+def _plain_user(message: Message) -> bool:
+    return message["role"] == "user" and not any(
+        b.get("type") == "tool_result" for b in message["content"]
+    )
+
+
+def _result_text(block: dict[str, Any]) -> str:
+    content = block.get("content", "")
+    if isinstance(content, list):
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return str(content)
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= TOOL_TEXT_CHARS else text[: TOOL_TEXT_CHARS - 1] + "…"
