@@ -16,23 +16,26 @@ import base64
 import collections
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 from agents.cancel import Cancelled
+from agents.prompt import PromptMode
 from bot.access import AccessControl, Verdict
 from bot.commands import Commands, LaneInfo, parse_command
 from bot.config import Config
 from bot.lanes import Admission, Lane, Pending, QueueMode, Turn
 from bot.sessions import SessionKey
 from bot.store import Store
-from bot.turns import TurnRunner
+from bot.turns import TurnOutcome, TurnRunner
 from channels.base import Channel, ChatRef, Image, Inbound, Outbound
 
 log = logging.getLogger(__name__)
 
 DROPPED_NOTICE = "I was busy and dropped {n} older waiting message{s}; please resend if needed."
 LOST_NOTICE = "I restarted and lost your message from {when}; please resend it."
+RESTART_NOTICE = "I'm restarting and had to stop this reply; please ask again in a minute."
 
 Compactor = Callable[[SessionKey], Awaitable[str]]
 
@@ -57,7 +60,7 @@ class Gateway:
         self.mode: QueueMode = config.agent.queue.mode
         self.accepting = True
         self.compactor: Compactor | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Future[object]] = set()
         self._group_context: dict[str, collections.deque[str]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
@@ -132,26 +135,68 @@ class Gateway:
         turn = Turn(items)
         lane.active.append(turn)
         self._idle.clear()
-        chat = items[-1].inbound.chat
-        self._spawn(self._run(key, lane, turn, chat), name=f"turn-{turn.run_id}")
+        self._spawn(self._run(key, lane, turn), name=f"turn-{turn.run_id}")
 
-    async def _run(self, key: SessionKey, lane: Lane, turn: Turn, chat: ChatRef) -> None:
+    async def run_system_turn(
+        self,
+        key: SessionKey,
+        text: str,
+        *,
+        chat: ChatRef | None = None,
+        when_busy: Literal["skip", "queue"] = "skip",
+        mode: PromptMode = "full",
+    ) -> TurnOutcome | None:
+        """Run a turn the daemon starts itself (heartbeat, cron, sub-agent result).
+
+        It takes its place in the session's lane, so `/stop` reaches it and a DM never runs
+        two turns at once. With `chat` the reply is delivered there (sanitised, NO_REPLY
+        honoured); without, the caller gets the outcome and delivers. A busy session makes
+        it return None at once (`skip`) or wait its turn in the queue (`queue`).
+        """
+        if not self.accepting:
+            return None
+        inbound = Inbound(
+            chat=chat or ChatRef("", "", "dm", str(key)),
+            sender_id="system",
+            text=text,
+            message_id=uuid.uuid4().hex,
+            sender_name="system",
+        )
+        pending = Pending(inbound, None, system=True)
+        lane = self._lane(key)
+        if not lane.idle or not lane.has_room:
+            if when_busy == "queue":
+                self._apply(key, lane, pending, lane.admit(pending, "followup"))
+            elif lane.idle:
+                self.lanes.pop(lane.key, None)
+            return None
+        turn = Turn([pending])
+        lane.active.append(turn)
+        self._idle.clear()
+        return await self._run(key, lane, turn, mode)
+
+    async def _run(
+        self, key: SessionKey, lane: Lane, turn: Turn, mode: PromptMode = "full"
+    ) -> TurnOutcome | None:
         status = "done"
+        chat = turn.items[-1].reply_chat
         try:
             try:
                 await turn.cancel.race(self.slots.acquire())
             except Cancelled:
                 status = "skipped"
-                return
+                return None
             try:
                 turn.running = True
-                await self.runner.run(key, turn, chat)
+                return await self.runner.run(key, turn, chat, mode)
             finally:
                 self.slots.release()
         except Exception:
             status = "failed"
             log.exception("turn %s for %s failed", turn.run_id, key)
-            await self._send(chat, "Sorry, something went wrong on my side; please try again.")
+            if chat is not None:
+                await self._send(chat, "Sorry, something went wrong on my side; please try again.")
+            return None
         finally:
             lane.active.remove(turn)
             await self._close(turn.inbox_ids, status)
@@ -246,13 +291,9 @@ class Gateway:
                 if not turn.cancel.cancelled:
                     turn.cancel.cancel("the service is restarting")
                     cancelled += 1
-                    self._spawn(
-                        self._send(
-                            turn.items[-1].inbound.chat,
-                            "I'm restarting and had to stop this reply; please ask again in "
-                            "a minute.",
-                        )
-                    )
+                    chat = turn.items[-1].reply_chat
+                    if chat is not None:
+                        self._spawn(self._send(chat, RESTART_NOTICE))
         try:
             await asyncio.wait_for(self._idle.wait(), timeout=5)
         except TimeoutError:
@@ -325,7 +366,7 @@ class Gateway:
     async def _close(self, ids: Iterable[int | None], status: str) -> None:
         await self.store.inbox_close([i for i in ids if i is not None], status)
 
-    def _spawn(self, coro: Awaitable[None], name: str | None = None) -> None:
+    def _spawn(self, coro: Awaitable[object], name: str | None = None) -> None:
         task = asyncio.ensure_future(coro)
         if name:
             task.set_name(name)

@@ -18,7 +18,7 @@ from typing import Literal
 
 from agents.cancel import CancelToken
 from agents.loop import SteerInbox
-from channels.base import Inbound
+from channels.base import ChatRef, Inbound
 
 QueueMode = Literal["collect", "followup", "interrupt", "steer"]
 CONTEXT_CROWDED = 0.6
@@ -31,6 +31,13 @@ class Pending:
     inbound: Inbound
     inbox_id: int | None
     context: str = ""  # recent unmentioned group messages to show with it
+    system: bool = False  # from the daemon itself (scheduler, sub-agent results), not a user
+
+    @property
+    def reply_chat(self) -> ChatRef | None:
+        """Where the answer goes; None for system turns whose caller delivers."""
+        chat = self.inbound.chat
+        return chat if chat.channel else None
 
 
 @dataclass(slots=True)

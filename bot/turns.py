@@ -88,21 +88,27 @@ class TurnRunner:
         self.window = config.agent.context_window or context_window(config.agent.model)
         self.after_run: list[SessionListener] = []
 
-    async def run(self, key: SessionKey, turn: Turn, chat: ChatRef) -> TurnOutcome:
-        channel = self.channels.get(chat.channel)
-        if channel is None:
+    async def run(
+        self, key: SessionKey, turn: Turn, chat: ChatRef | None, mode: PromptMode = "full"
+    ) -> TurnOutcome:
+        """Run `turn`; with `chat`, stream to it and deliver there, else only return."""
+        channel = self.channels.get(chat.channel) if chat is not None else None
+        if chat is not None and channel is None:
             log.error("no channel %r for session %s", chat.channel, key)
             return TurnOutcome(None, False)
         text, images = _user_text(key, turn.items)
-        guard = self.config.agent.guard
-        verdict = check_input(text, mode=guard.mode, max_chars=guard.max_message_chars)
-        if verdict.blocked:
-            await channel.send(Outbound(chat, BLOCKED_REPLY))
-            return TurnOutcome(None, True, blocked=True)
-        user_content: list[Block] = [*images, {"type": "text", "text": verdict.text}]
-        if verdict.notice:
-            user_content.append({"type": "text", "text": verdict.notice})
-        return await self.run_content(key, turn, chat, user_content, channel=channel)
+        user_content: list[Block] = [*images, {"type": "text", "text": text}]
+        if not all(item.system for item in turn.items):
+            guard = self.config.agent.guard
+            verdict = check_input(text, mode=guard.mode, max_chars=guard.max_message_chars)
+            if verdict.blocked:
+                if channel is not None and chat is not None:
+                    await channel.send(Outbound(chat, BLOCKED_REPLY))
+                return TurnOutcome(None, channel is not None, blocked=True)
+            user_content = [*images, {"type": "text", "text": verdict.text}]
+            if verdict.notice:
+                user_content.append({"type": "text", "text": verdict.notice})
+        return await self.run_content(key, turn, chat, user_content, channel=channel, mode=mode)
 
     async def run_content(
         self,
@@ -271,7 +277,9 @@ def _user_text(key: SessionKey, items: list[Pending]) -> tuple[str, list[Block]]
                 }
             )
         text = inbound.text
-        if group:
+        if item.system:
+            text = f"[System message]\n{text}"
+        elif group:
             who = inbound.sender_name or inbound.sender_id
             text = f"[{who}]: {text}"
         if item.context:
