@@ -59,6 +59,18 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    path = config_path(args.config)
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        print(f"FAIL  config: {exc}")
+        return EXIT_CONFIG
+    from bot.doctor import doctor
+
+    return doctor(config)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     config = _load(args)
     from bot.daemon import status_path
@@ -193,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("run", cmd_run, "start the daemon in the foreground")
     add("init", cmd_init, "seed the workspace from bootstrap/ and create the data folder")
+    add("doctor", cmd_doctor, "check config, credentials, model, channels, database, workspace")
     add("status", cmd_status, "what the running daemon is doing")
     s = add("sessions", cmd_sessions, "list conversations, most recent first")
     s.add_argument("--limit", type=int, default=50)

@@ -20,7 +20,7 @@ run_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("run_id", defau
 session_var: contextvars.ContextVar[str] = contextvars.ContextVar("session", default="")
 
 TOKEN_PATTERNS = [
-    re.compile(r"\b\d{6,12}:[A-Za-z0-9_-]{30,}\b"),  # Telegram bot token
+    re.compile(r"(?<!\d)\d{6,12}:[A-Za-z0-9_-]{30,}"),  # Telegram bot token
     re.compile(r"sk-ant-[A-Za-z0-9_-]{8,}"),
     re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{8,}"),
     re.compile(r"\bxapp-[A-Za-z0-9-]{8,}"),

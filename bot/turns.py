@@ -36,6 +36,7 @@ from agents.sanitize import SilentTokenFilter, is_silent, sanitize_output, strip
 from agents.tools.base import ToolContext, ToolRegistry
 from bot.config import Config
 from bot.lanes import Pending, Turn
+from bot.logs import run_id_var, session_var
 from bot.routing import encode_chat
 from bot.sessions import SessionKey
 from bot.store import SessionRow, Store
@@ -122,6 +123,27 @@ class TurnRunner:
         origin: str | None = None,
     ) -> TurnOutcome:
         """Run a turn whose user message is already built (also used by the scheduler)."""
+        run_token = run_id_var.set(turn.run_id)
+        session_token = session_var.set(str(key))
+        try:
+            return await self._run_content(
+                key, turn, chat, user_content, channel=channel, mode=mode, origin=origin
+            )
+        finally:
+            run_id_var.reset(run_token)
+            session_var.reset(session_token)
+
+    async def _run_content(
+        self,
+        key: SessionKey,
+        turn: Turn,
+        chat: ChatRef | None,
+        user_content: list[Block],
+        *,
+        channel: Channel | None,
+        mode: PromptMode,
+        origin: str | None,
+    ) -> TurnOutcome:
         session = await self.store.session(str(key))
         history = await self._history(session)
         runtime = RuntimeInfo(
@@ -168,9 +190,7 @@ class TurnRunner:
             )
             delivered = await self._deliver(result, chat, channel, stream, turn.cancel)
         log.info(
-            "run %s %s: %s in %.2fs, %d iterations, %d+%d tokens, $%.4f",
-            turn.run_id,
-            key,
+            "turn %s in %.2fs, %d iterations, %d+%d tokens, $%.4f",
             result.status,
             time.perf_counter() - started,
             result.iterations,

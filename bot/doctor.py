@@ -1,0 +1,185 @@
+"""`perch doctor`: check that everything Perch needs is in place, one line per check.
+
+Each check prints `OK` or `FAIL` with what it found and, on failure, what to do. It checks the
+config, the model API key and endpoint (a free `count_tokens` call), each enabled channel's
+credentials against its platform (`getMe`, `auth.test`, `/v1/about`), the database (opens,
+migrates, takes the write lock), the workspace files, and the timezone. Exit code 0 when
+everything passed, 1 otherwise, 78 when the config itself cannot be read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from zoneinfo import ZoneInfo
+
+import httpx
+
+from bot.config import Config
+from bot.store import MIGRATIONS, Store
+from bot.workspace import bootstrap_dir
+
+TIMEOUT = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    ok: bool
+    name: str
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        text = f"{'OK  ' if self.ok else 'FAIL'}  {self.name}: {self.detail}"
+        if not self.ok and self.fix:
+            text += f" -> {self.fix}"
+        return text
+
+
+async def run_checks(config: Config) -> list[Check]:
+    checks: list[Check] = [Check(True, "config", f"{config.source} is valid")]
+    async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as http:
+        probes: list[Callable[[], Awaitable[Check]]] = [lambda: _model(config, http)]
+        channels = config.channels
+        if channels.telegram.enabled:
+            probes.append(lambda: _telegram(config, http))
+        if channels.slack.enabled:
+            probes.append(lambda: _slack(config, http))
+        if channels.signal.enabled:
+            probes.append(lambda: _signal(config, http))
+        checks.extend(await asyncio.gather(*(probe() for probe in probes)))
+    checks.append(await _database(config))
+    checks.append(_workspace(config))
+    checks.append(_timezone(config))
+    return checks
+
+
+async def _model(config: Config, http: httpx.AsyncClient) -> Check:
+    provider = config.providers.anthropic
+    if not provider.api_key:
+        return Check(False, "model", "no API key", "export ANTHROPIC_API_KEY=sk-ant-...")
+    url = provider.base_url.rstrip("/") + "/v1/messages/count_tokens"
+    body = {"model": config.agent.model, "messages": [{"role": "user", "content": "ping"}]}
+    headers = {"x-api-key": provider.api_key, "anthropic-version": "2023-06-01"}
+    try:
+        response = await http.post(url, json=body, headers=headers)
+    except httpx.HTTPError as exc:
+        return Check(
+            False, "model", f"{provider.base_url} unreachable ({type(exc).__name__})",
+            "check providers.anthropic.base_url and the network",
+        )  # fmt: skip
+    if response.status_code == 200:
+        return Check(True, "model", f"{config.agent.model} via {provider.base_url} answers")
+    if response.status_code in (401, 403):
+        return Check(False, "model", "the API key was rejected", "set a valid ANTHROPIC_API_KEY")
+    if response.status_code == 404:
+        return Check(
+            False, "model", f"model {config.agent.model!r} not found",
+            "set agent.model to a model your key can use",
+        )  # fmt: skip
+    return Check(
+        False, "model", f"{provider.base_url} answered HTTP {response.status_code}",
+        "try again later; check status.anthropic.com",
+    )  # fmt: skip
+
+
+async def _telegram(config: Config, http: httpx.AsyncClient) -> Check:
+    t = config.channels.telegram
+    try:
+        response = await http.get(f"{t.base_url.rstrip('/')}{t.token}/getMe")
+        data = response.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return Check(False, "telegram", f"Bot API unreachable ({type(exc).__name__})",
+                     "check channels.telegram.base_url and the network")  # fmt: skip
+    if data.get("ok"):
+        return Check(True, "telegram", f"bot @{data['result'].get('username')} is reachable")
+    return Check(False, "telegram", f"getMe failed: {data.get('description', response.status_code)}",
+                 "check TELEGRAM_BOT_TOKEN (from @BotFather)")  # fmt: skip
+
+
+async def _slack(config: Config, http: httpx.AsyncClient) -> Check:
+    s = config.channels.slack
+    try:
+        response = await http.post(
+            s.base_url.rstrip("/") + "/auth.test",
+            headers={"Authorization": f"Bearer {s.bot_token}"},
+        )
+        data = response.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return Check(False, "slack", f"Slack API unreachable ({type(exc).__name__})",
+                     "check channels.slack.base_url and the network")  # fmt: skip
+    if data.get("ok"):
+        return Check(True, "slack", f"bot {data.get('user')} in team {data.get('team')} is ready")
+    return Check(False, "slack", f"auth.test failed: {data.get('error', response.status_code)}",
+                 "check SLACK_BOT_TOKEN (xoxb-...)")  # fmt: skip
+
+
+async def _signal(config: Config, http: httpx.AsyncClient) -> Check:
+    g = config.channels.signal
+    try:
+        response = await http.get(g.service_url.rstrip("/") + "/v1/about")
+        data = response.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return Check(False, "signal", f"{g.service_url} unreachable ({type(exc).__name__})",
+                     "start signal-cli-rest-api and check channels.signal.service_url")  # fmt: skip
+    mode = data.get("mode")
+    if mode != "json-rpc":
+        return Check(False, "signal", f"signal-cli-rest-api runs in mode {mode!r}",
+                     "run the container with MODE=json-rpc")  # fmt: skip
+    return Check(True, "signal", f"signal-cli-rest-api {data.get('version', '?')} in json-rpc mode")
+
+
+async def _database(config: Config) -> Check:
+    path = config.db_path
+    try:
+        store = await Store.open(path)
+    except Exception as exc:
+        return Check(False, "database", f"{path}: {exc}",
+                     f"make {path.parent} writable by the service user")  # fmt: skip
+    try:
+        version = await store.schema_version()
+        await store.execute("UPDATE sessions SET updated_at = updated_at WHERE 0")
+    except Exception as exc:
+        return Check(False, "database", f"{path}: not writable ({exc})",
+                     f"make {path} writable by the service user")  # fmt: skip
+    finally:
+        await store.close()
+    if version != len(MIGRATIONS):
+        return Check(False, "database", f"schema {version}, expected {len(MIGRATIONS)}",
+                     "restart Perch to migrate")  # fmt: skip
+    return Check(True, "database", f"{path} writable, schema {version}")
+
+
+def _workspace(config: Config) -> Check:
+    workspace = config.workspace
+    if not workspace.is_dir():
+        return Check(False, "workspace", f"{workspace} does not exist", "run: perch init")
+    templates = bootstrap_dir()
+    names = sorted(p.name for p in templates.glob("*.md")) if templates.is_dir() else []
+    missing = [n for n in names if not (workspace / n).exists()]
+    if missing:
+        return Check(False, "workspace", f"missing {', '.join(missing)}", "run: perch init")
+    return Check(True, "workspace", f"{workspace} has {len(names)} persona files")
+
+
+def _timezone(config: Config) -> Check:
+    tz = config.agent.timezone
+    now = time.strftime("%Y-%m-%d %H:%M")
+    try:
+        from datetime import datetime
+
+        local = datetime.now(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M %Z")
+    except Exception as exc:
+        return Check(False, "timezone", f"{tz}: {exc}", "set agent.timezone (e.g. Europe/Berlin)")
+    return Check(True, "timezone", f"{tz}: {local} (system clock {now})")
+
+
+def doctor(config: Config) -> int:
+    checks = asyncio.run(run_checks(config))
+    for check in checks:
+        print(check.line())
+    failed = sum(not c.ok for c in checks)
+    print(f"Doctor: {failed} of {len(checks)} checks failed." if failed else "All checks passed.")
+    return 1 if failed else 0
