@@ -40,5 +40,8 @@ test: lint typecheck unit
 bench: $(STAMP)
 	$(BIN)/python -m bench.run_all
 
+install-service:
+	systemd/install.sh
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
