@@ -336,15 +336,18 @@ class Gateway:
             lane.context_ratio = session.context_tokens / max(self.runner.window, 1)
 
     def _remember_context(self, key: SessionKey, inbound: Inbound) -> None:
+        """Keep an unmentioned group message for the chat's next mention (any thread)."""
         limit = self.config.gateway.group_context_messages
         if limit <= 0:
             return
-        buffer = self._group_context.setdefault(str(key), collections.deque(maxlen=limit))
+        buffer = self._group_context.setdefault(
+            str(key.chat_key), collections.deque(maxlen=limit)
+        )
         who = inbound.sender_name or inbound.sender_id
         buffer.append(f"{who}: {inbound.text}")
 
     def _take_context(self, key: SessionKey) -> str:
-        buffer = self._group_context.pop(str(key), None)
+        buffer = self._group_context.pop(str(key.chat_key), None)
         return "\n".join(buffer) if buffer else ""
 
     async def _drop(self, chat: ChatRef, dropped: list[Pending]) -> None:

@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import TextIO
 
@@ -78,8 +79,8 @@ class ConsoleChannel:
         self._stdout.flush()
 
     async def _read_loop(self, on_message: InboundHandler) -> None:
-        # Message ids only need to be unique per run of the daemon: prefix with a start stamp.
-        stamp = f"{asyncio.get_running_loop().time():.0f}"
+        # Ids must never repeat across restarts (the inbox dedupes on them).
+        stamp = f"{time.time_ns():x}"
         async for line in _lines(self._stdin):
             text = line.rstrip("\r\n")
             if not text.strip():

@@ -1,0 +1,52 @@
+"""The console channel: stdin lines in, printed replies out, EOF reported."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+
+from channels.base import Inbound, Outbound
+from channels.console import PREFIX, ConsoleChannel
+
+
+async def test_lines_become_owner_dms_and_eof_is_reported() -> None:
+    read_fd, write_fd = os.pipe()
+    stdin = os.fdopen(read_fd, "r")
+    out = io.StringIO()
+    eof = asyncio.Event()
+    got: list[Inbound] = []
+    channel = ConsoleChannel("ada", stdin=stdin, stdout=out, on_eof=eof.set)
+
+    async def handle(inbound: Inbound) -> None:
+        got.append(inbound)
+
+    await channel.start(handle)
+    os.write(write_fd, b"hello there\n\n   \nsecond line\n")
+    os.close(write_fd)
+    await asyncio.wait_for(eof.wait(), 5)
+    await channel.stop()
+    assert [i.text for i in got] == ["hello there", "second line"]
+    assert {i.chat.kind for i in got} == {"dm"} and got[0].chat.chat_id == "ada"
+    assert got[0].message_id != got[1].message_id
+    assert not channel.status().up
+
+
+async def test_streamed_reply_is_printed_once_and_completed() -> None:
+    out = io.StringIO()
+    channel = ConsoleChannel(stdout=out, stdin=io.StringIO(""))
+    stream = channel.reply_stream(channel.chat)
+    await stream.update("Hel")
+    await stream.update("Hello wor")
+    await stream.finish("Hello world.")
+    await channel.send(Outbound(channel.chat, "second"))
+    assert out.getvalue() == f"{PREFIX}Hello world.\n{PREFIX}second\n"
+
+
+async def test_final_text_that_differs_from_the_preview_is_printed_whole() -> None:
+    out = io.StringIO()
+    channel = ConsoleChannel(stdout=out, stdin=io.StringIO(""))
+    stream = channel.reply_stream(channel.chat)
+    await stream.update("<think>hmm</think> Hi")
+    await stream.finish("Hi")
+    assert out.getvalue().endswith(f"\n{PREFIX}Hi\n")
