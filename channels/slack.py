@@ -301,6 +301,7 @@ class SlackChannel:
         self._http_url: str | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._seen: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
+        self._inbound_tail: dict[str, asyncio.Future[None]] = {}
         self._threads: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
         self._names: dict[str, str] = {}
         self._names_enabled = True
@@ -580,23 +581,37 @@ class SlackChannel:
         self._spawn(self._deliver(arrival), f"slack-inbound-{channel}-{ts}")
 
     async def _deliver(self, arrival: _Arrival) -> None:
-        images, notes = await self._collect_files(arrival.files)
-        name = arrival.sender_name or await self._sender_name(arrival.sender_id)
-        text = "\n".join(part for part in (arrival.text, *notes) if part)
-        handler = self._on_message
-        if handler is None:
-            return
-        await handler(
-            Inbound(
-                chat=arrival.chat,
-                sender_id=arrival.sender_id,
-                text=text,
-                message_id=arrival.message_id,
-                sender_name=name,
-                mentioned=arrival.mentioned,
-                images=tuple(images),
+        # Files and names are fetched concurrently, but each chat's messages reach the
+        # handler in arrival order (tasks start in creation order, so this runs first).
+        chat_id = arrival.chat.chat_id
+        previous = self._inbound_tail.get(chat_id)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._inbound_tail[chat_id] = done
+        try:
+            images, notes = await self._collect_files(arrival.files)
+            name = arrival.sender_name or await self._sender_name(arrival.sender_id)
+            text = "\n".join(part for part in (arrival.text, *notes) if part)
+            if previous is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(previous)
+            handler = self._on_message
+            if handler is None:
+                return
+            await handler(
+                Inbound(
+                    chat=arrival.chat,
+                    sender_id=arrival.sender_id,
+                    text=text,
+                    message_id=arrival.message_id,
+                    sender_name=name,
+                    mentioned=arrival.mentioned,
+                    images=tuple(images),
+                )
             )
-        )
+        finally:
+            done.set_result(None)
+            if self._inbound_tail.get(chat_id) is done:
+                del self._inbound_tail[chat_id]
 
     async def _collect_files(self, files: list[dict[str, Any]]) -> tuple[list[Image], list[str]]:
         images: list[Image] = []
