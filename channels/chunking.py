@@ -1,0 +1,360 @@
+"""Splitting a Markdown reply into chunks that fit a platform's message limit.
+
+Owns `split_markdown` (public contract, DESIGN section 10) and the code-fence grammar that
+`channels.formatting` reuses. Pure functions over strings: no I/O, no platform knowledge.
+
+What a split guarantees, for any text and any `limit >= 1`:
+
+- every chunk is at most `limit` characters (Python characters, i.e. code points), counting
+  the fence lines added at the cut; no chunk is empty or whitespace-only, none starts with a
+  line break or ends with whitespace; whitespace-only text gives `[]`;
+- cuts fall, by preference, at a paragraph break (blank line), then a line break, then after
+  a sentence (`.`, `!`, `?` before whitespace), then between words; a hard cut (never inside
+  a surrogate pair or right before a combining mark/ZWJ/variation selector when avoidable) is
+  the last resort. A preferred break is used when it lies in the back half of the room
+  available; otherwise the latest break of any kind wins;
+- inside a code fence only line breaks are used (or a hard cut for a line longer than the
+  limit). A chunk that ends inside a fence gets a closing line (the same character repeated
+  as often as in the opening marker, e.g. ```` ``` ```` or `~~~~`) and the next chunk starts
+  with the original opening line again (e.g. ```` ```python ````), so each chunk renders on
+  its own. This repair is guaranteed when the opening line plus closing line need at most
+  half the limit; otherwise the bare marker is used, and a fence whose marker alone is too
+  long for that is cut like prose. A fence that is never closed is closed at the end of the
+  last chunk. A chunk never ends with a fence just opened and still empty, nor starts with a
+  reopened fence whose only content is its closing line, unless nothing else fits;
+- content is kept in order: with `split_markdown_chunks`, each `MarkdownChunk.body` is an
+  exact slice of the input, and the input is the concatenation
+  `gap_0 + body_0 + gap_1 + body_1 + ... + body_k + gap_k+1` where every gap is whitespace
+  only. Whitespace is dropped only at the cuts: the trailing whitespace of a chunk, and at the
+  start of the next one the blank lines (the indentation of its first line is kept) or, after
+  a cut inside a line, the separating spaces.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from bisect import bisect_right
+from dataclasses import dataclass
+
+__all__ = ["Fence", "MarkdownChunk", "parse_fence", "split_markdown", "split_markdown_chunks"]
+
+_FENCE_OPEN = re.compile(r"(?P<indent>[ \t]*)(?P<marker>`{3,}|~{3,})(?P<info>[^\n]*)")
+_NON_SPACE = re.compile(r"\S")
+_PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n")
+_LINE_BREAK = re.compile(r"\n")
+_SENTENCE_END = re.compile(r"[.!?…](?=\s)|[。！？]")
+_WORD_BREAK = re.compile(r"[ \t]+")
+_CLUSTER_CONTINUERS = frozenset("\u200d\ufe0e\ufe0f\u20e3")
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """An opening code fence line: `` ```python `` or `~~~~`, possibly indented."""
+
+    indent: str
+    char: str
+    length: int
+    info: str
+
+    @property
+    def language(self) -> str:
+        """The first word of the info string (`"python"` for `` ```python title="x" ``)."""
+        return self.info.split()[0] if self.info.split() else ""
+
+    @property
+    def marker(self) -> str:
+        return self.char * self.length
+
+    def closes(self, line: str) -> bool:
+        """True when `line` closes this fence: only this character, at least as many."""
+        stripped = line.strip()
+        return len(stripped) >= self.length and stripped == self.char * len(stripped)
+
+
+def parse_fence(line: str) -> Fence | None:
+    """The fence `line` opens (CommonMark rules, any indentation), or None.
+
+    A backtick fence's info string may not contain a backtick, so inline code such as
+    ```` ```a``` ```` at the start of a line is not a fence.
+    """
+    match = _FENCE_OPEN.fullmatch(line.rstrip("\r"))
+    if match is None:
+        return None
+    marker = match["marker"]
+    info = match["info"]
+    if marker[0] == "`" and "`" in info:
+        return None
+    return Fence(match["indent"], marker[0], len(marker), info.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class MarkdownChunk:
+    """One chunk: an exact slice of the input (`body`) plus the fence lines added at the cuts.
+
+    `reopen` is the fence line put before the body (the original opening line, or "" when the
+    chunk does not start inside a fence); `close` the line put after it ("" when none).
+    """
+
+    reopen: str
+    body: str
+    close: str
+
+    @property
+    def text(self) -> str:
+        head = f"{self.reopen}\n" if self.reopen else ""
+        tail = f"\n{self.close}" if self.close else ""
+        return f"{head}{self.body}{tail}"
+
+
+def split_markdown(text: str, limit: int = 4000) -> list[str]:
+    """Split Markdown into chunks of at most `limit` characters; see the module docstring."""
+    return [chunk.text for chunk in split_markdown_chunks(text, limit)]
+
+
+def split_markdown_chunks(text: str, limit: int = 4000) -> list[MarkdownChunk]:
+    """`split_markdown`, keeping apart what came from the input and what was added."""
+    if limit < 1:
+        raise ValueError(
+            f"split_markdown: limit must be at least 1 character, got {limit}; "
+            "pass the platform's message limit minus some headroom (e.g. 4000)"
+        )
+    if not text.strip():
+        return []
+    return _Splitter(text, limit).run()
+
+
+@dataclass(slots=True)
+class _FenceSpan:
+    """Where one fence sits in the text, and how it is repaired at a cut (None: it isn't)."""
+
+    fence: Fence
+    open_start: int
+    open_end: int
+    close_start: int | None = None
+    close_end: int | None = None
+    reopen: str | None = None
+    close: str | None = None
+
+
+@dataclass(slots=True)
+class _Line:
+    start: int
+    end: int  # index of the line's "\n", or len(text)
+    before: _FenceSpan | None  # fence open when the line starts
+    after: _FenceSpan | None  # fence open once the line is read
+
+
+class _Splitter:
+    """One split of one text: line/fence index, then greedy chunking from the front."""
+
+    def __init__(self, text: str, limit: int) -> None:
+        self.text = text
+        self.limit = limit
+        self.lines = self._index_lines()
+        self.starts = [line.start for line in self.lines]
+
+    # -- index --
+
+    def _index_lines(self) -> list[_Line]:
+        text = self.text
+        lines: list[_Line] = []
+        current: _FenceSpan | None = None
+        start = 0
+        while True:
+            end = text.find("\n", start)
+            if end < 0:
+                end = len(text)
+            raw = text[start:end]
+            before = current
+            if current is None:
+                fence = parse_fence(raw)
+                if fence is not None:
+                    current = _FenceSpan(fence, start, end)
+                    self._plan_repair(current, raw)
+            elif current.fence.closes(raw):
+                current.close_start = start
+                current.close_end = start + len(raw.rstrip())
+                current = None
+            lines.append(_Line(start, end, before, current))
+            if end >= len(text):
+                return lines
+            start = end + 1
+
+    def _plan_repair(self, span: _FenceSpan, opening_line: str) -> None:
+        room = self.limit // 2
+        fence = span.fence
+        reopen = opening_line.rstrip()
+        close = fence.indent + fence.marker
+        if len(reopen) + len(close) + 2 <= room:
+            span.reopen, span.close = reopen, close
+        elif 2 * fence.length + 2 <= room:
+            span.reopen, span.close = fence.marker, fence.marker
+
+    def _line_at(self, offset: int) -> _Line:
+        return self.lines[bisect_right(self.starts, offset) - 1]
+
+    def _fence_at(self, offset: int) -> _FenceSpan | None:
+        """The fence open once `text[:offset]` is read (repairable or not)."""
+        line = self._line_at(offset)
+        return line.before if offset == line.start else line.after
+
+    def _repairable_fence_at(self, offset: int) -> _FenceSpan | None:
+        span = self._fence_at(offset)
+        return span if span is not None and span.reopen is not None else None
+
+    def _blank(self, start: int, end: int) -> bool:
+        return start >= end or _NON_SPACE.search(self.text, start, end) is None
+
+    # -- chunking --
+
+    def run(self) -> list[MarkdownChunk]:
+        chunks: list[MarkdownChunk] = []
+        position = self._skip_gap(0)
+        while position < len(self.text):
+            chunk, end = self._next_chunk(position)
+            chunks.append(chunk)
+            position = self._skip_gap(end)
+        return chunks
+
+    def _skip_gap(self, position: int) -> int:
+        """Where the next chunk starts: past blank lines, keeping the first line's indent."""
+        text = self.text
+        match = _NON_SPACE.search(text, position)
+        if match is None:
+            return len(text)
+        first = match.start()
+        newline = text.rfind("\n", position, first)
+        if newline >= 0:
+            return newline + 1
+        if position == 0 or text[position - 1] == "\n":
+            return position
+        return first
+
+    def _next_chunk(self, position: int) -> tuple[MarkdownChunk, int]:
+        text = self.text
+        span = self._repairable_fence_at(position)
+        reopen = span.reopen if span is not None and span.reopen is not None else ""
+        budget = self.limit - (len(reopen) + 1 if reopen else 0)
+        match = _NON_SPACE.search(text, position)
+        first = match.start() if match is not None else len(text)
+        if first - position >= budget // 2:
+            position = first  # absurd indentation: drop it rather than fill a chunk with it
+        whole = self._fit(position, len(text), first, reopen, strict=True)
+        if whole is not None:
+            return whole
+        window_end = min(len(text), position + budget)
+        chosen = self._fit_at_breaks(position, first, window_end, budget, reopen)
+        if chosen is not None:
+            return chosen
+        return self._hard_cut(position, first, window_end, reopen)
+
+    def _fit_at_breaks(
+        self, position: int, first: int, window_end: int, budget: int, reopen: str
+    ) -> tuple[MarkdownChunk, int] | None:
+        window = self.text[position : window_end + 1]
+        kinds: list[list[int]] = []
+        for pattern, prose_only, use_end in (
+            (_PARAGRAPH_BREAK, False, False),
+            (_LINE_BREAK, False, False),
+            (_SENTENCE_END, True, True),
+            (_WORD_BREAK, True, False),
+        ):
+            found: list[int] = []
+            for match in pattern.finditer(window):
+                cut = position + (match.end() if use_end else match.start())
+                if not first < cut <= window_end:
+                    continue
+                if prose_only and self._fence_at(cut) is not None:
+                    continue
+                found.append(cut)
+            kinds.append(found)
+        half = position + budget // 2
+        for found in kinds:
+            for cut in reversed(found):
+                if cut < half:
+                    break
+                fitted = self._fit(position, cut, first, reopen, strict=True)
+                if fitted is not None:
+                    return fitted
+        for cut in sorted({cut for found in kinds for cut in found}, reverse=True):
+            fitted = self._fit(position, cut, first, reopen, strict=True)
+            if fitted is not None:
+                return fitted
+        return None
+
+    def _hard_cut(
+        self, position: int, first: int, window_end: int, reopen: str
+    ) -> tuple[MarkdownChunk, int]:
+        for strict, whole_clusters in ((True, True), (True, False), (False, False)):
+            for cut in range(window_end, first, -1):
+                if whole_clusters and self._splits_cluster(cut):
+                    continue
+                fitted = self._fit(position, cut, first, reopen, strict=strict)
+                if fitted is not None:
+                    return fitted
+        # Unreachable for limit >= 1 (one character always fits); kept as a safe floor.
+        return MarkdownChunk("", self.text[first : first + 1], ""), first + 1
+
+    def _splits_cluster(self, cut: int) -> bool:
+        text = self.text
+        if cut <= 0 or cut >= len(text):
+            return False
+        following, preceding = text[cut], text[cut - 1]
+        return (
+            following in _CLUSTER_CONTINUERS
+            or preceding == "\u200d"
+            or unicodedata.combining(following) != 0
+            or 0x1F3FB <= ord(following) <= 0x1F3FF
+            or "\udc00" <= following <= "\udfff"
+        )
+
+    def _fit(
+        self, position: int, cut: int, first: int, reopen: str, *, strict: bool
+    ) -> tuple[MarkdownChunk, int] | None:
+        """The chunk `text[position:cut]` (trailing whitespace dropped) if it fits, else None.
+
+        Strict mode also refuses the ugly cuts: an empty fence at either end of the chunk,
+        and a cut inside a line that leaves a piece looking like a fence line.
+        """
+        text = self.text
+        end = cut
+        while end > position and text[end - 1].isspace():
+            end -= 1
+        if end <= first:
+            return None
+        span = self._repairable_fence_at(end)
+        if strict:
+            end = self._take_real_close(end)
+            span = self._repairable_fence_at(end)
+            if span is not None and span.open_start >= position and self._blank(span.open_end, end):
+                return None  # would end with a fence opened and still empty
+            if not self._clean_inner_cut(end):
+                return None
+        close = span.close if span is not None and span.close is not None else ""
+        size = (
+            (len(reopen) + 1 if reopen else 0) + (end - position) + (len(close) + 1 if close else 0)
+        )
+        if size > self.limit:
+            return None
+        return MarkdownChunk(reopen, text[position:end], close), end
+
+    def _take_real_close(self, end: int) -> int:
+        """Past the fence's own closing line when only whitespace is left before it."""
+        span = self._repairable_fence_at(end)
+        if span is None or span.close_start is None or span.close_end is None:
+            return end
+        return span.close_end if self._blank(end, span.close_start) else end
+
+    def _clean_inner_cut(self, end: int) -> bool:
+        """False when a cut inside a line splits a fence line or leaves a piece that parses
+        as one."""
+        line = self._line_at(end)
+        if self._blank(end, line.end):
+            return True
+        if line.before is not line.after:
+            return False  # inside a fence's own opening or closing line
+        head = self.text[line.start : end]
+        tail_start = self._skip_gap(end)
+        tail = self.text[tail_start : line.end] if tail_start < line.end else ""
+        return parse_fence(head) is None and parse_fence(tail.lstrip()) is None
