@@ -170,7 +170,7 @@ class AgentLoop:
             call = ModelRequest(
                 model=model,
                 system=request.system,
-                messages=_with_cache_breakpoint(conversation),
+                messages=_request_messages(conversation),
                 tools=request.tools.schemas(),
                 max_tokens=self.max_tokens,
             )
@@ -281,14 +281,27 @@ def _merge_user_content(
         _append(conversation, new, {"role": "user", "content": list(content)})
 
 
-def _with_cache_breakpoint(conversation: list[Message]) -> list[Message]:
-    """The conversation with a prompt-cache breakpoint on its last block (copied, not stored)."""
-    if not conversation or not conversation[-1]["content"]:
-        return conversation
-    last = conversation[-1]
+def _request_messages(conversation: list[Message]) -> list[Message]:
+    """The conversation as sent: consecutive same-role messages merged (a repaired history
+    may end with a user message of synthesised tool results) and a prompt-cache breakpoint
+    on the last block. Copies where it changes anything; stored messages stay untouched."""
+    merged: list[Message] = []
+    for message in conversation:
+        if merged and merged[-1]["role"] == message["role"]:
+            previous = merged[-1]
+            merged[-1] = {
+                "role": previous["role"],
+                "content": [*previous["content"], *message["content"]],
+            }
+        else:
+            merged.append(message)
+    if not merged or not merged[-1]["content"]:
+        return merged
+    last = merged[-1]
     blocks = list(last["content"])
     blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
-    return [*conversation[:-1], {"role": last["role"], "content": blocks}]
+    merged[-1] = {"role": last["role"], "content": blocks}
+    return merged
 
 
 def describe_input(args: dict[str, Any], limit: int = 120) -> str:

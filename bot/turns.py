@@ -107,8 +107,6 @@ class TurnRunner:
                     await channel.send(Outbound(chat, BLOCKED_REPLY))
                 return TurnOutcome(None, channel is not None, blocked=True)
             user_content = [*images, {"type": "text", "text": verdict.text}]
-            if verdict.notice:
-                user_content.append({"type": "text", "text": verdict.notice})
         return await self.run_content(key, turn, chat, user_content, channel=channel, mode=mode)
 
     async def run_content(

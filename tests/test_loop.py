@@ -315,3 +315,17 @@ async def test_history_and_system_prompt_reach_the_model_with_cache_breakpoints(
     ]
     assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
     assert "cache_control" not in history[-1]["content"][-1]  # the caller's data is untouched
+
+
+async def test_a_history_ending_with_a_user_message_is_merged_not_doubled(
+    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+) -> None:
+    history = [
+        {"role": "user", "content": [{"type": "text", "text": "earlier, unanswered"}]},
+    ]
+    loop = AgentLoop(client, "m")
+    result = await loop.run(request(tmp_path, ToolRegistry(), "now", history=history))
+    sent = fake.requests[0]["messages"]
+    assert [m["role"] for m in sent] == ["user"]
+    assert [b["text"] for b in sent[0]["content"]] == ["earlier, unanswered", "now"]
+    assert result.new_messages[0]["content"] == [{"type": "text", "text": "now"}]

@@ -1,0 +1,487 @@
+"""The history pipeline: stored messages made fit for the next model call.
+
+Owns turn limiting, tool-result pruning (soft trim, then hard clear), repair of
+tool_use/tool_result pairing and the Messages-API validity check. Pure functions over the
+Anthropic-shaped dicts of `agents.model`; inputs are never mutated, outputs are new dicts.
+
+Decisions (where the seed is silent):
+- Entries that are not dicts are dropped by every stage. `max_turns <= 0` keeps every turn.
+  A user turn is a user message with anything besides tool_result blocks.
+- Tokens are estimated as characters / 4 plus 1,600 per image; tool_use inputs count as JSON.
+- Protected from pruning: the first user message, and everything from the
+  `keep_last_assistants`-th last assistant message on (which holds the results answering them).
+- `min_hard_clear_chars` is the total size of the old (prunable) tool results below which hard
+  clearing is not worth it, as in OpenClaw. Soft trimming caps each result near
+  `keep_head + keep_tail`, so a per-result minimum of 50,000 would never fire; the default is
+  10,000 characters (about 2,500 tokens).
+- Repair moves tool_result blocks to the front of their user message (the API requires it),
+  puts a merged assistant message's tool_use blocks last, drops blocks a role may not carry
+  (tool_use from users, tool_result and images from the assistant), drops duplicate tool_use
+  ids, and answers a trailing assistant tool_use with a synthesised user message. A valid
+  history comes back unchanged. Text content given as a plain string becomes a text block.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from agents.model import Block, Message
+
+CHARS_PER_TOKEN = 4
+IMAGE_TOKENS = 1600
+CLEARED_TOOL_RESULT = "[Old tool result content cleared]"
+MISSING_TOOL_RESULT = "[Tool result missing -- session was compacted]"
+
+_USER_BLOCKS = frozenset({"text", "image", "document", "tool_result", "search_result"})
+_ASSISTANT_BLOCKS = frozenset(
+    {
+        "text",
+        "tool_use",
+        "thinking",
+        "redacted_thinking",
+        "server_tool_use",
+        "web_search_tool_result",
+    }
+)
+_ROLES = frozenset({"user", "assistant"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Small readers and copiers.
+
+
+def _blocks(message: Message) -> list[Block]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, dict)]
+    return []
+
+
+def _copy_block(block: Block) -> Block:
+    copied = dict(block)
+    if isinstance(copied.get("content"), list):
+        copied["content"] = [dict(b) if isinstance(b, dict) else b for b in copied["content"]]
+    return copied
+
+
+def _copy_message(message: Message) -> Message:
+    copied = dict(message)
+    copied["content"] = [_copy_block(b) for b in _blocks(message)]
+    return copied
+
+
+def _copy_messages(messages: Iterable[Any]) -> list[Message]:
+    """Copies of the messages; entries that are not dicts are dropped."""
+    return [_copy_message(m) for m in messages if isinstance(m, dict)]
+
+
+def _is_tool_result(block: Block) -> bool:
+    return block.get("type") == "tool_result"
+
+
+def _is_user_turn(message: Message) -> bool:
+    if message.get("role") != "user":
+        return False
+    return any(not _is_tool_result(b) for b in _blocks(message))
+
+
+def _tool_use_ids(message: Message) -> list[str]:
+    return [b["id"] for b in _blocks(message) if b.get("type") == "tool_use" and "id" in b]
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 1: limit turns.
+
+
+def limit_turns(messages: list[Message], max_turns: int) -> list[Message]:
+    """Keep the last `max_turns` user turns and everything after the first of them."""
+    copied = _copy_messages(messages)
+    if max_turns <= 0:
+        return copied
+    turn_starts = [i for i, m in enumerate(copied) if _is_user_turn(m)]
+    start = turn_starts[-max_turns] if len(turn_starts) > max_turns else 0
+    return copied[start:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 2: prune tool results.
+
+
+def _result_text_chars(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(b.get("text", "")) for b in content if isinstance(b, dict) and "text" in b)
+    return 0
+
+
+def _block_chars_and_images(block: Block) -> tuple[int, int]:
+    kind = block.get("type")
+    if kind == "image":
+        return 0, 1
+    if kind == "text":
+        return len(str(block.get("text", ""))), 0
+    if kind == "tool_use":
+        encoded = json.dumps(block.get("input", {}), ensure_ascii=False, default=str)
+        return len(str(block.get("name", ""))) + len(encoded), 0
+    if kind == "tool_result":
+        content = block.get("content")
+        images = 0
+        if isinstance(content, list):
+            images = sum(1 for b in content if isinstance(b, dict) and b.get("type") == "image")
+        return _result_text_chars(content), images
+    if kind in ("thinking", "redacted_thinking"):
+        return len(str(block.get("thinking", block.get("data", "")))), 0
+    return len(json.dumps(block, ensure_ascii=False, default=str)), 0
+
+
+def _chars_and_images(messages: Iterable[Message]) -> tuple[int, int]:
+    chars = images = 0
+    for message in messages:
+        for block in _blocks(message):
+            c, i = _block_chars_and_images(block)
+            chars, images = chars + c, images + i
+    return chars, images
+
+
+def estimate_tokens(messages: list[Message]) -> int:
+    """A rough token count: characters / 4, plus 1,600 per image."""
+    chars, images = _chars_and_images(messages)
+    return -(-chars // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
+
+
+def _soft_trim(text: str, keep_head: int, keep_tail: int) -> str:
+    omitted = len(text) - keep_head - keep_tail
+    return f"{text[:keep_head]}\n\n[... {omitted} characters trimmed ...]\n\n{text[-keep_tail:]}"
+
+
+def _soft_trim_result(block: Block, over: int, keep_head: int, keep_tail: int) -> int:
+    """Trim a tool_result block in place (a copy); returns the characters saved."""
+    content = block.get("content")
+    saved = 0
+    if isinstance(content, str) and len(content) > over:
+        block["content"] = _soft_trim(content, keep_head, keep_tail)
+        saved = len(content) - len(block["content"])
+    elif isinstance(content, list):
+        for inner in content:
+            text = inner.get("text") if isinstance(inner, dict) else None
+            if isinstance(text, str) and len(text) > over:
+                inner["text"] = _soft_trim(text, keep_head, keep_tail)
+                saved += len(text) - len(inner["text"])
+    return saved
+
+
+def prune_tool_results(
+    messages: list[Message],
+    context_window_tokens: int,
+    *,
+    soft_ratio: float = 0.3,
+    hard_ratio: float = 0.5,
+    keep_last_assistants: int = 3,
+    soft_trim_over: int = 4000,
+    keep_head: int = 1500,
+    keep_tail: int = 1500,
+    min_hard_clear_chars: int = 10_000,
+) -> list[Message]:
+    """Shrink old tool results when the history fills too much of the context window.
+
+    Over `soft_ratio` of the window, old results longer than `soft_trim_over` keep only their
+    head and tail; still over `hard_ratio`, old results are replaced, oldest first, by
+    "[Old tool result content cleared]" until under it.
+    """
+    result = _copy_messages(messages)
+    if context_window_tokens <= 0 or not result:
+        return result
+    chars, images = _chars_and_images(result)
+
+    def ratio() -> float:
+        tokens = -(-chars // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
+        return tokens / context_window_tokens
+
+    if ratio() < soft_ratio:
+        return result
+
+    protected_from = len(result)
+    assistants = [i for i, m in enumerate(result) if m.get("role") == "assistant"]
+    if keep_last_assistants > 0 and assistants:
+        protected_from = assistants[-min(keep_last_assistants, len(assistants))]
+    first_user = next((i for i, m in enumerate(result) if m.get("role") == "user"), None)
+    prunable: list[Block] = [
+        block
+        for i, message in enumerate(result[:protected_from])
+        if i != first_user and message.get("role") == "user"
+        for block in message["content"]
+        if _is_tool_result(block)
+    ]
+
+    for block in prunable:
+        chars -= _soft_trim_result(block, soft_trim_over, keep_head, keep_tail)
+    if ratio() < hard_ratio:
+        return result
+    if sum(_block_chars_and_images(b)[0] for b in prunable) < min_hard_clear_chars:
+        return result
+    for block in prunable:
+        if ratio() < hard_ratio:
+            break
+        block_chars, block_images = _block_chars_and_images(block)
+        if block.get("content") == CLEARED_TOOL_RESULT:
+            continue
+        block["content"] = CLEARED_TOOL_RESULT
+        chars += len(CLEARED_TOOL_RESULT) - block_chars
+        images -= block_images
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 3: repair tool pairing.
+
+
+def _clean_block(block: Block, role: str, seen_tool_ids: set[str]) -> Block | None:
+    """A copy of `block` if `role` may carry it as it is, else None (dropped)."""
+    kind = block.get("type")
+    allowed = _USER_BLOCKS if role == "user" else _ASSISTANT_BLOCKS
+    if not isinstance(kind, str) or kind not in allowed:
+        return None
+    if kind == "text":
+        text = block.get("text")
+        return _copy_block(block) if isinstance(text, str) and text.strip() else None
+    if kind == "tool_use":
+        tool_id, name = block.get("id"), block.get("name")
+        if not (isinstance(tool_id, str) and tool_id and isinstance(name, str) and name):
+            return None
+        if tool_id in seen_tool_ids or not isinstance(block.get("input", {}), dict):
+            return None
+        seen_tool_ids.add(tool_id)
+        copied = _copy_block(block)
+        copied.setdefault("input", {})
+        return copied
+    if kind == "tool_result":
+        tool_id = block.get("tool_use_id")
+        if not (isinstance(tool_id, str) and tool_id):
+            return None
+        copied = _copy_block(block)
+        content = copied.get("content")
+        if content is not None and not isinstance(content, str | list):
+            copied["content"] = json.dumps(content, ensure_ascii=False, default=str)
+        return copied
+    return _copy_block(block)
+
+
+def _normalise(messages: list[Message]) -> list[Message]:
+    seen_tool_ids: set[str] = set()
+    out: list[Message] = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") not in _ROLES:
+            continue
+        role = message["role"]
+        content = [
+            cleaned
+            for block in _blocks(message)
+            if (cleaned := _clean_block(block, role, seen_tool_ids)) is not None
+        ]
+        if content:
+            out.append({**message, "content": content})
+    return out
+
+
+def _order_assistant(content: list[Block]) -> list[Block]:
+    return [b for b in content if b.get("type") != "tool_use"] + [
+        b for b in content if b.get("type") == "tool_use"
+    ]
+
+
+def _merge_same_role(messages: list[Message]) -> list[Message]:
+    out: list[Message] = []
+    for message in messages:
+        if out and out[-1]["role"] == message["role"]:
+            content = out[-1]["content"] + message["content"]
+            if message["role"] == "assistant":
+                content = _order_assistant(content)
+            out[-1] = {**out[-1], "content": content}
+        else:
+            out.append(message)
+    return out
+
+
+def _missing_result(tool_id: str) -> Block:
+    return {
+        "type": "tool_result",
+        "tool_use_id": tool_id,
+        "content": MISSING_TOOL_RESULT,
+        "is_error": True,
+    }
+
+
+def _pair_results(expected: list[str], content: list[Block]) -> list[Block]:
+    """The user content answering `expected` tool_use ids: results first, orphans dropped."""
+    wanted, answered = set(expected), set()
+    results: list[Block] = []
+    for block in content:
+        if _is_tool_result(block):
+            tool_id = block["tool_use_id"]
+            if tool_id in wanted and tool_id not in answered:
+                answered.add(tool_id)
+                results.append(block)
+    results += [_missing_result(t) for t in expected if t not in answered]
+    return results + [b for b in content if not _is_tool_result(b)]
+
+
+def repair_tool_pairing(messages: list[Message]) -> list[Message]:
+    """Make a history the Messages API accepts, keeping as much of it as possible.
+
+    Drops orphan tool_result blocks and leading messages before the first plain user message,
+    synthesises results for unanswered tool_use blocks, merges same-role neighbours so roles
+    alternate, and drops empty messages. Idempotent; a valid history comes back unchanged.
+    """
+    history = _merge_same_role(_normalise(messages))
+    first_plain = next((i for i, m in enumerate(history) if _is_user_turn(m)), len(history))
+    history = history[first_plain:]
+
+    paired: list[Message] = []
+    for i, message in enumerate(history):
+        if message["role"] == "user":
+            previous = history[i - 1] if i > 0 else None
+            expected = _tool_use_ids(previous) if previous is not None else []
+            content = _pair_results(expected, message["content"])
+            if content:
+                paired.append({**message, "content": content})
+            continue
+        paired.append(message)
+        expected = _tool_use_ids(message)
+        if expected and i + 1 == len(history):
+            paired.append({"role": "user", "content": [_missing_result(t) for t in expected]})
+    return _merge_same_role(paired)
+
+
+def validate_history(messages: list[Message]) -> list[str]:
+    """Problems that would make the Messages API reject `messages` (empty when valid)."""
+    problems: list[str] = []
+    if not isinstance(messages, list):
+        return ["history is not a list of messages"]
+    seen_tool_ids: set[str] = set()
+    previous_role: str | None = None
+    previous_tool_ids: list[str] = []
+    for index, message in enumerate(messages):
+        where = f"message {index}"
+        if not isinstance(message, dict):
+            problems.append(f"{where}: not a dict")
+            previous_role, previous_tool_ids = None, []
+            continue
+        role = message.get("role")
+        where = f"message {index} ({role})"
+        if role not in _ROLES:
+            problems.append(f"{where}: role must be 'user' or 'assistant'")
+        if index == 0 and role != "user":
+            problems.append(f"{where}: the history must start with a user message")
+        if previous_role is not None and role == previous_role:
+            problems.append(f"{where}: same role as the message before; roles must alternate")
+        content = message.get("content")
+        if not isinstance(content, list) or not content:
+            problems.append(f"{where}: content must be a non-empty list of blocks")
+            content = []
+        problems += _validate_blocks(where, role, content, seen_tool_ids, previous_tool_ids)
+        tool_ids = [
+            str(b.get("id")) for b in content if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
+        if previous_tool_ids and role != "user":
+            problems.append(f"{where}: tool_use in the message before has no tool_result")
+        previous_role, previous_tool_ids = role, tool_ids if role == "assistant" else []
+    if previous_tool_ids:
+        problems.append(
+            f"message {len(messages) - 1} (assistant): tool_use without a following tool_result"
+        )
+    return problems
+
+
+def _validate_blocks(
+    where: str,
+    role: Any,
+    content: list[Any],
+    seen_tool_ids: set[str],
+    expected_ids: list[str],
+) -> list[str]:
+    problems: list[str] = []
+    allowed = _USER_BLOCKS if role == "user" else _ASSISTANT_BLOCKS
+    answered: set[str] = set()
+    after_other = False
+    for position, block in enumerate(content):
+        at = f"{where} block {position}"
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            problems.append(f"{at}: not a block with a 'type'")
+            continue
+        kind = block["type"]
+        if kind not in allowed:
+            problems.append(f"{at}: a {role} message may not carry a {kind!r} block")
+            continue
+        if kind == "text":
+            text = block.get("text")
+            if not isinstance(text, str) or not text.strip():
+                problems.append(f"{at}: text blocks must contain non-whitespace text")
+        elif kind == "tool_use":
+            tool_id = block.get("id")
+            if not isinstance(tool_id, str) or not tool_id:
+                problems.append(f"{at}: tool_use without an id")
+            elif tool_id in seen_tool_ids:
+                problems.append(f"{at}: tool_use id {tool_id!r} is used twice")
+            else:
+                seen_tool_ids.add(tool_id)
+            if not isinstance(block.get("name"), str) or not block.get("name"):
+                problems.append(f"{at}: tool_use without a name")
+            if not isinstance(block.get("input"), dict):
+                problems.append(f"{at}: tool_use input must be an object")
+        elif kind == "tool_result":
+            tool_id = block.get("tool_use_id")
+            if after_other:
+                problems.append(f"{at}: tool_result blocks must come before any other block")
+            if tool_id not in expected_ids:
+                problems.append(f"{at}: tool_result {tool_id!r} answers no tool_use before it")
+            elif tool_id in answered:
+                problems.append(f"{at}: tool_result {tool_id!r} answered twice")
+            else:
+                answered.add(tool_id)
+            result = block.get("content")
+            if result is not None and not isinstance(result, str | list):
+                problems.append(f"{at}: tool_result content must be a string or a list")
+        if kind != "tool_result":
+            after_other = True
+    for tool_id in expected_ids:
+        if role == "user" and tool_id not in answered:
+            problems.append(f"{where}: no tool_result for tool_use {tool_id!r}")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# The pipeline.
+
+
+def prepare_history(
+    messages: list[Message],
+    *,
+    max_turns: int,
+    context_window_tokens: int,
+    soft_ratio: float = 0.3,
+    hard_ratio: float = 0.5,
+    keep_last_assistants: int = 3,
+    soft_trim_over: int = 4000,
+    keep_head: int = 1500,
+    keep_tail: int = 1500,
+    min_hard_clear_chars: int = 10_000,
+) -> list[Message]:
+    """Limit turns, prune tool results, repair pairing: the history to send to the model."""
+    limited = limit_turns(messages, max_turns)
+    pruned = prune_tool_results(
+        limited,
+        context_window_tokens,
+        soft_ratio=soft_ratio,
+        hard_ratio=hard_ratio,
+        keep_last_assistants=keep_last_assistants,
+        soft_trim_over=soft_trim_over,
+        keep_head=keep_head,
+        keep_tail=keep_tail,
+        min_hard_clear_chars=min_hard_clear_chars,
+    )
+    return repair_tool_pairing(pruned)
