@@ -25,11 +25,15 @@ from agents.compaction import CompactionPolicy, Compactor
 from agents.loop import AgentLoop
 from agents.prompt import PromptBuilder
 from agents.provider import AnthropicClient
+from agents.subagents import SpawnTool, SubagentRunner
 from agents.tools.base import ToolRegistry
+from agents.tools.message import MessageTool
 from bot.access import AccessControl
 from bot.config import ChannelPolicy, Config
 from bot.gateway import Gateway
+from bot.message_targets import ChatMessenger
 from bot.store import Store
+from bot.subagent_host import LaneAnnouncer, build_subagents
 from bot.toolbelt import build_tools
 from bot.turns import TurnRunner
 from bot.upkeep import SessionUpkeep
@@ -52,6 +56,8 @@ class Daemon:
         self.started_at = 0.0
         self._status_task: asyncio.Task[None] | None = None
         self.upkeep: SessionUpkeep | None = None
+        self.subagents: SubagentRunner | None = None
+        self.announcer: LaneAnnouncer | None = None
 
     async def start(self) -> None:
         began = time.perf_counter()
@@ -80,7 +86,10 @@ class Daemon:
             if self._given_channels is not None
             else build_channels(config, self.request_stop)
         )
-        self.tools = build_tools(config)
+        self.subagents, self.announcer = build_subagents(config, self.store, agent_loop, prompts)
+        messenger = ChatMessenger(config, self.store, self.channels)
+        self.tools = build_tools(config, [SpawnTool(self.subagents), MessageTool(messenger)])
+        self.subagents.use_tools(self.tools)
         runner = TurnRunner(config, self.store, agent_loop, prompts, self.tools, self.channels)
         policies: dict[str, ChannelPolicy] = {
             "telegram": config.channels.telegram,
@@ -106,6 +115,7 @@ class Daemon:
         self.upkeep = SessionUpkeep(config, self.store, compactor, prompts)
         runner.add_usage_listener(self.upkeep.after_run)
         self.gateway.compactor = self.upkeep.compact_now
+        self.announcer.bind(self.gateway)
         for name, channel in self.channels.items():
             try:
                 await channel.start(self.gateway.on_message)
@@ -152,6 +162,10 @@ class Daemon:
             cancelled = await self.gateway.drain(self.config.gateway.shutdown_grace)
             if cancelled:
                 log.warning("cancelled %d run(s) that did not finish in time", cancelled)
+        if self.subagents is not None:
+            await self.subagents.aclose()
+        if self.announcer is not None:
+            await self.announcer.aclose()
         if self.upkeep is not None:
             await self.upkeep.stop()
         for name, channel in self.channels.items():

@@ -67,22 +67,28 @@ async def _model(config: Config, http: httpx.AsyncClient) -> Check:
         response = await http.post(url, json=body, headers=headers)
     except httpx.HTTPError as exc:
         return Check(
-            False, "model", f"{provider.base_url} unreachable ({type(exc).__name__})",
+            False,
+            "model",
+            f"{provider.base_url} unreachable ({type(exc).__name__})",
             "check providers.anthropic.base_url and the network",
-        )  # fmt: skip
+        )
     if response.status_code == 200:
         return Check(True, "model", f"{config.agent.model} via {provider.base_url} answers")
     if response.status_code in (401, 403):
         return Check(False, "model", "the API key was rejected", "set a valid ANTHROPIC_API_KEY")
     if response.status_code == 404:
         return Check(
-            False, "model", f"model {config.agent.model!r} not found",
+            False,
+            "model",
+            f"model {config.agent.model!r} not found",
             "set agent.model to a model your key can use",
-        )  # fmt: skip
+        )
     return Check(
-        False, "model", f"{provider.base_url} answered HTTP {response.status_code}",
+        False,
+        "model",
+        f"{provider.base_url} answered HTTP {response.status_code}",
         "try again later; check status.anthropic.com",
-    )  # fmt: skip
+    )
 
 
 async def _telegram(config: Config, http: httpx.AsyncClient) -> Check:
@@ -91,12 +97,20 @@ async def _telegram(config: Config, http: httpx.AsyncClient) -> Check:
         response = await http.get(f"{t.base_url.rstrip('/')}{t.token}/getMe")
         data = response.json()
     except (httpx.HTTPError, ValueError) as exc:
-        return Check(False, "telegram", f"Bot API unreachable ({type(exc).__name__})",
-                     "check channels.telegram.base_url and the network")  # fmt: skip
+        return Check(
+            False,
+            "telegram",
+            f"Bot API unreachable ({type(exc).__name__})",
+            "check channels.telegram.base_url and the network",
+        )
     if data.get("ok"):
         return Check(True, "telegram", f"bot @{data['result'].get('username')} is reachable")
-    return Check(False, "telegram", f"getMe failed: {data.get('description', response.status_code)}",
-                 "check TELEGRAM_BOT_TOKEN (from @BotFather)")  # fmt: skip
+    return Check(
+        False,
+        "telegram",
+        f"getMe failed: {data.get('description', response.status_code)}",
+        "check TELEGRAM_BOT_TOKEN (from @BotFather)",
+    )
 
 
 async def _slack(config: Config, http: httpx.AsyncClient) -> Check:
@@ -108,12 +122,20 @@ async def _slack(config: Config, http: httpx.AsyncClient) -> Check:
         )
         data = response.json()
     except (httpx.HTTPError, ValueError) as exc:
-        return Check(False, "slack", f"Slack API unreachable ({type(exc).__name__})",
-                     "check channels.slack.base_url and the network")  # fmt: skip
+        return Check(
+            False,
+            "slack",
+            f"Slack API unreachable ({type(exc).__name__})",
+            "check channels.slack.base_url and the network",
+        )
     if data.get("ok"):
         return Check(True, "slack", f"bot {data.get('user')} in team {data.get('team')} is ready")
-    return Check(False, "slack", f"auth.test failed: {data.get('error', response.status_code)}",
-                 "check SLACK_BOT_TOKEN (xoxb-...)")  # fmt: skip
+    return Check(
+        False,
+        "slack",
+        f"auth.test failed: {data.get('error', response.status_code)}",
+        "check SLACK_BOT_TOKEN (xoxb-...)",
+    )
 
 
 async def _signal(config: Config, http: httpx.AsyncClient) -> Check:
@@ -122,12 +144,20 @@ async def _signal(config: Config, http: httpx.AsyncClient) -> Check:
         response = await http.get(g.service_url.rstrip("/") + "/v1/about")
         data = response.json()
     except (httpx.HTTPError, ValueError) as exc:
-        return Check(False, "signal", f"{g.service_url} unreachable ({type(exc).__name__})",
-                     "start signal-cli-rest-api and check channels.signal.service_url")  # fmt: skip
+        return Check(
+            False,
+            "signal",
+            f"{g.service_url} unreachable ({type(exc).__name__})",
+            "start signal-cli-rest-api and check channels.signal.service_url",
+        )
     mode = data.get("mode")
     if mode != "json-rpc":
-        return Check(False, "signal", f"signal-cli-rest-api runs in mode {mode!r}",
-                     "run the container with MODE=json-rpc")  # fmt: skip
+        return Check(
+            False,
+            "signal",
+            f"signal-cli-rest-api runs in mode {mode!r}",
+            "run the container with MODE=json-rpc",
+        )
     return Check(True, "signal", f"signal-cli-rest-api {data.get('version', '?')} in json-rpc mode")
 
 
@@ -136,19 +166,28 @@ async def _database(config: Config) -> Check:
     try:
         store = await Store.open(path)
     except Exception as exc:
-        return Check(False, "database", f"{path}: {exc}",
-                     f"make {path.parent} writable by the service user")  # fmt: skip
+        return Check(
+            False, "database", f"{path}: {exc}", f"make {path.parent} writable by the service user"
+        )
     try:
         version = await store.schema_version()
         await store.execute("UPDATE sessions SET updated_at = updated_at WHERE 0")
     except Exception as exc:
-        return Check(False, "database", f"{path}: not writable ({exc})",
-                     f"make {path} writable by the service user")  # fmt: skip
+        return Check(
+            False,
+            "database",
+            f"{path}: not writable ({exc})",
+            f"make {path} writable by the service user",
+        )
     finally:
         await store.close()
     if version != len(MIGRATIONS):
-        return Check(False, "database", f"schema {version}, expected {len(MIGRATIONS)}",
-                     "restart Perch to migrate")  # fmt: skip
+        return Check(
+            False,
+            "database",
+            f"schema {version}, expected {len(MIGRATIONS)}",
+            "restart Perch to migrate",
+        )
     return Check(True, "database", f"{path} writable, schema {version}")
 
 

@@ -340,9 +340,7 @@ class Gateway:
         limit = self.config.gateway.group_context_messages
         if limit <= 0:
             return
-        buffer = self._group_context.setdefault(
-            str(key.chat_key), collections.deque(maxlen=limit)
-        )
+        buffer = self._group_context.setdefault(str(key.chat_key), collections.deque(maxlen=limit))
         who = inbound.sender_name or inbound.sender_id
         buffer.append(f"{who}: {inbound.text}")
 

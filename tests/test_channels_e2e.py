@@ -35,13 +35,6 @@ async def model() -> AsyncIterator[FakeAnthropic]:
         yield server
 
 
-async def until(predicate: Any, timeout: float = 10.0) -> None:
-    """Poll a condition that lives in another component's state (bounded, no fixed sleep)."""
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
-
-
 def telegram_config(tg: FakeTelegram, **policy: Any) -> dict[str, Any]:
     return {
         "channels.telegram": {
@@ -148,20 +141,22 @@ async def test_signal_end_to_end(tmp_path: Path, model: FakeAnthropic) -> None:
         try:
             await sg.wait_connected()
             await sg.dm(ALICE, "ping")
-            await until(lambda: len(sg.sent) >= 1)
+            await sg.wait_for(lambda: len(sg.sent) >= 1)
             assert sg.sent[-1]["message"] == "echo: ping"
 
             await sg.dm("+15559999", "let me in")
-            await until(lambda: len(sg.sent) >= 2)
+            await sg.wait_for(lambda: len(sg.sent) >= 2)
             assert "pairing code" in sg.sent[-1]["message"]
             assert len(model.requests) == 1
 
             await sg.group_message("+15550003", "team-internal", "the key is under the mat")
             await sg.group_message(
-                ALICE, "team-internal", "\ufffc where is the key?",
+                ALICE,
+                "team-internal",
+                "\ufffc where is the key?",
                 mentions=[sg.mention_of_bot(0)],
-            )  # fmt: skip
-            await until(lambda: len(sg.sent) >= 3)
+            )
+            await sg.wait_for(lambda: len(sg.sent) >= 3)
             assert sg.sent[-1]["recipients"] == [group_id]
             assert "under the mat" in last_user_text(model.requests[-1])
         finally:
@@ -186,26 +181,47 @@ async def test_all_channels_side_by_side_in_one_perch_run(
     await sl.start()
     async with FakeTelegram() as tg, FakeSignal(SIGNAL_BOT) as sg:
         config = {
-            "providers": {"anthropic": {"api_key": "${ANTHROPIC_API_KEY}",
-                                        "base_url": model.base_url}},  # fmt: skip
+            "providers": {
+                "anthropic": {"api_key": "${ANTHROPIC_API_KEY}", "base_url": model.base_url}
+            },
             "heartbeat": {"every": 0},
             "channels": {
-                "telegram": {"enabled": True, "token": TOKEN, "base_url": tg.base_url,
-                             "allow_from": ["42"]},  # fmt: skip
-                "slack": {"enabled": True, "bot_token": "xoxb-t", "app_token": "xapp-t",
-                          "base_url": sl.base_url, "allow_from": ["UALICE"]},  # fmt: skip
-                "signal": {"enabled": True, "number": SIGNAL_BOT, "service_url": sg.url,
-                           "allow_from": [ALICE]},  # fmt: skip
+                "telegram": {
+                    "enabled": True,
+                    "token": TOKEN,
+                    "base_url": tg.base_url,
+                    "allow_from": ["42"],
+                },
+                "slack": {
+                    "enabled": True,
+                    "bot_token": "xoxb-t",
+                    "app_token": "xapp-t",
+                    "base_url": sl.base_url,
+                    "allow_from": ["UALICE"],
+                },
+                "signal": {
+                    "enabled": True,
+                    "number": SIGNAL_BOT,
+                    "service_url": sg.url,
+                    "allow_from": [ALICE],
+                },
             },
         }
         path = tmp_path / "config.yaml"
         path.write_text(yaml.safe_dump(config))
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot.cli", "run", "--config", str(path),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, cwd=tmp_path,
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "run",
+            "--config",
+            str(path),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=tmp_path,
             env={**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-0123456789"},
-        )  # fmt: skip
+        )
         try:
             await sl.wait_connections(1, timeout=20)
             await sg.wait_connected(within=20)
@@ -219,7 +235,7 @@ async def test_all_channels_side_by_side_in_one_perch_run(
             assert line.decode().strip() == "perch> echo: from console"
             await tg.wait_for("sendMessage", 1, timeout=20)
             await sl.wait_for("chat.postMessage", 1, timeout=20)
-            await until(lambda: len(sg.sent) >= 1, 20)
+            await sg.wait_for(lambda: len(sg.sent) >= 1, within=20)
             assert tg.texts() == ["echo: from telegram"]
             assert sl.calls_to("chat.postMessage")[0].params["text"] == "echo: from slack"
             assert sg.sent[0]["message"] == "echo: from signal"

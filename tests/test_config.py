@@ -49,12 +49,33 @@ def test_shipped_config_loads_with_console_on_and_platforms_off() -> None:
 def test_shipped_config_names_every_contract_key() -> None:
     text = (REPO / "config.yaml").read_text()
     for key in (
-        "id:", "model:", "workspace:", "max_iterations:", "max_concurrent_runs:",
-        "max_spawn_depth:", "queue:", "guard:", "api_key:", "base_url:", "store:",
-        "heartbeat:", "console:", "telegram:", "token:", "dm_policy:", "allow_from:",
-        "group_policy:", "groups:", "require_mention:", "slack:", "bot_token:", "app_token:",
-        "signal:", "number:", "service_url:",
-    ):  # fmt: skip
+        "id:",
+        "model:",
+        "workspace:",
+        "max_iterations:",
+        "max_concurrent_runs:",
+        "max_spawn_depth:",
+        "queue:",
+        "guard:",
+        "api_key:",
+        "base_url:",
+        "store:",
+        "heartbeat:",
+        "console:",
+        "telegram:",
+        "token:",
+        "dm_policy:",
+        "allow_from:",
+        "group_policy:",
+        "groups:",
+        "require_mention:",
+        "slack:",
+        "bot_token:",
+        "app_token:",
+        "signal:",
+        "number:",
+        "service_url:",
+    ):
         assert key in text, key
 
 

@@ -49,10 +49,18 @@ class Perch:
     async def start(cls, config: Path) -> Perch:
         env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-1234567890"}
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot.cli", "run", "--config", str(config),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=env, cwd=config.parent,
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "run",
+            "--config",
+            str(config),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=config.parent,
+        )
         return cls(proc)
 
     async def say(self, text: str) -> None:

@@ -20,8 +20,11 @@ async def test_all_checks_pass_against_healthy_services(tmp_path: Path) -> None:
         config = make_config(
             tmp_path,
             fake.base_url,
-            {"channels.signal.enabled": True, "channels.signal.number": "+15550001",
-             "channels.signal.service_url": signal.url},  # fmt: skip
+            {
+                "channels.signal.enabled": True,
+                "channels.signal.number": "+15550001",
+                "channels.signal.service_url": signal.url,
+            },
         )
         seed_workspace(config.workspace)
         checks = await run_checks(config)
@@ -36,8 +39,11 @@ async def test_failures_say_what_to_do(tmp_path: Path) -> None:
         config = make_config(
             tmp_path,
             fake.base_url,
-            {"channels.signal.enabled": True, "channels.signal.number": "+1555",
-             "channels.signal.service_url": signal.url},  # fmt: skip
+            {
+                "channels.signal.enabled": True,
+                "channels.signal.number": "+1555",
+                "channels.signal.service_url": signal.url,
+            },
         )
         checks = {c.name: c for c in await run_checks(config)}
     assert not checks["model"].ok and "ANTHROPIC_API_KEY" in checks["model"].fix

@@ -197,8 +197,9 @@ async def test_unmentioned_group_messages_become_context_for_the_next_mention(
 ) -> None:
     chan = MemoryChannel("telegram")
     async with running_daemon(tmp_path, fake, {"telegram": chan}, GROUPS) as daemon:
-        await chan.say("the meeting moved to 3pm", chat_id="g1", sender="bob", group=True,
-                       mentioned=False)  # fmt: skip
+        await chan.say(
+            "the meeting moved to 3pm", chat_id="g1", sender="bob", group=True, mentioned=False
+        )
         await chan.say("when is the meeting?", chat_id="g1", sender="amy", group=True)
         await chan.wait_sent(1)
         await settle(daemon)
@@ -272,10 +273,12 @@ async def test_unfinished_inbox_rows_are_rerun_or_answered_with_a_notice(
     (tmp_path / "data").mkdir()
     store = await Store.open(tmp_path / "data" / "perch.db")
     for inbound in (fresh, stale):
-        await store.inbox_add("telegram", "bot", inbound.chat.chat_id, inbound.message_id,
-                              inbound_to_payload(inbound))  # fmt: skip
-    await store.execute("UPDATE inbox SET received_at = ? WHERE message_id = '8'",
-                        (time.time() - 3600,))  # fmt: skip
+        await store.inbox_add(
+            "telegram", "bot", inbound.chat.chat_id, inbound.message_id, inbound_to_payload(inbound)
+        )
+    await store.execute(
+        "UPDATE inbox SET received_at = ? WHERE message_id = '8'", (time.time() - 3600,)
+    )
     await store.close()
     async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS) as daemon:
         await chan.wait_sent(2)

@@ -219,7 +219,7 @@ class FakeAnthropic:
         """Scripted replies not yet consumed."""
         return len(self._queue)
 
-    async def wait_requests(self, n: int, timeout: float = 5) -> None:  # noqa: ASYNC109 (shared API)
+    async def wait_requests(self, n: int, timeout: float = 5) -> None:
         """Return once at least `n` message requests have arrived; TimeoutError otherwise."""
         assert self._changed is not None, "FakeAnthropic is not started (use `async with`)"
         try:
@@ -232,7 +232,7 @@ class FakeAnthropic:
                 f"within {timeout} s"
             ) from None
 
-    async def wait_idle(self, timeout: float = 5) -> None:  # noqa: ASYNC109 (like wait_requests)
+    async def wait_idle(self, timeout: float = 5) -> None:
         """Return once no request is being answered (e.g. after a client disconnected)."""
         assert self._changed is not None, "FakeAnthropic is not started (use `async with`)"
         try:
