@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 from agents.model import Block
 
 PromptMode = Literal["full", "minimal"]
-FULL_FILES = ("IDENTITY.md", "SOUL.md", "USER.md", "AGENTS.md", "TOOLS.md")
+FULL_FILES = ("IDENTITY.md", "SOUL.md", "USER.md", "AGENTS.md", "TOOLS.md", "MEMORY.md")
 MINIMAL_FILES = ("AGENTS.md", "TOOLS.md")
 
 SILENT_RULES = """\

@@ -1,0 +1,357 @@
+"""File tools confined to the session workspace: `read_file`, `write_file`, `edit_file`, `list_dir`.
+
+`resolve_in_workspace` is the one gate every path goes through: absolute paths, `..` components
+and anything whose real path (symlinks followed) leaves the workspace are refused. Writes are
+atomic (temp file + rename, which replaces a symlink rather than following it) and reads open
+with O_NOFOLLOW, so a link swapped in after the check is not followed either. Residual risk: a
+directory *inside* the path swapped for a symlink between the check and the open (a race only a
+process already running in the workspace, e.g. `exec`, could win; `exec` is no sandbox anyway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import secrets
+import stat
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from agents.tools.base import Tool, ToolContext, ToolError, ToolResult
+
+DEFAULT_MAX_READ_BYTES = 2_000_000
+DEFAULT_MAX_WRITE_BYTES = 5_000_000
+DEFAULT_READ_LINES = 2_000
+DEFAULT_MAX_ENTRIES = 200
+_BINARY_SNIFF_BYTES = 8_192
+
+
+def resolve_in_workspace(workspace: Path, path: str) -> Path:
+    """The real path `path` names inside `workspace`, or ToolError if it would leave it.
+
+    Refused: empty paths, NUL bytes, absolute paths, any `..` component, and paths whose
+    resolved real path (every symlink followed, including intermediate directories and a
+    symlink at the target itself, dangling or not) is not the workspace or below it.
+    """
+    if not isinstance(path, str):
+        raise ToolError(f"path must be a string, got {type(path).__name__}")
+    if path == "":
+        raise ToolError("path is empty: give a path relative to the workspace, e.g. 'notes.md'")
+    if "\x00" in path:
+        raise ToolError("path contains a NUL byte; give a plain relative path")
+    pure = PurePosixPath(path)
+    if pure.is_absolute():
+        raise ToolError(
+            f"path {path!r} is absolute; give a path relative to the workspace (e.g. 'notes.md')"
+        )
+    if ".." in pure.parts:
+        raise ToolError(f"path {path!r} contains '..'; paths must stay inside the workspace")
+    root = workspace.resolve()
+    real = (root / pure).resolve()
+    if not real.is_relative_to(root):
+        raise ToolError(f"path {path!r} leads outside the workspace through a symlink; refused")
+    return real
+
+
+def _display(workspace: Path, real: Path) -> str:
+    """`real` relative to the workspace, for messages the model reads."""
+    rel = real.relative_to(workspace.resolve())
+    return str(rel) if str(rel) != "." else "."
+
+
+def _str_arg(args: dict[str, Any], name: str, *, default: str | None = None) -> str:
+    value = args.get(name, default)
+    if value is None:
+        raise ToolError(f"missing required argument {name!r} (a string)")
+    if not isinstance(value, str):
+        raise ToolError(f"argument {name!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _int_arg(args: dict[str, Any], name: str, default: int, *, minimum: int) -> int:
+    value = args.get(name)
+    if value is None:
+        return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ToolError(f"argument {name!r} must be an integer, got {type(value).__name__}")
+    if value < minimum:
+        raise ToolError(f"argument {name!r} must be >= {minimum}, got {value}")
+    return value
+
+
+def _read_text(real: Path, shown: str, max_bytes: int) -> str:
+    """The file's text; refuses non-regular, oversized, binary and non-UTF-8 files."""
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise ToolError(f"{shown}: no such file; use list_dir to see what exists") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ToolError(f"{shown} is a symlink that changed during the call; refused") from None
+        if exc.errno == errno.EISDIR:
+            raise ToolError(f"{shown} is a directory; use list_dir") from None
+        raise ToolError(f"{shown}: cannot open ({exc.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"{shown} is a directory; use list_dir")
+        raise ToolError(f"{shown} is not a regular file (device, socket or pipe); refused")
+    with os.fdopen(fd, "rb") as fh:
+        if st.st_size > max_bytes:
+            raise ToolError(
+                f"{shown} is {st.st_size:,} bytes, over the {max_bytes:,}-byte cap of read_file; "
+                "look at it with exec (head, grep) if exec is enabled"
+            )
+        data = fh.read(max_bytes + 1)
+    if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
+        raise ToolError(f"{shown} looks like a binary file; read_file only reads text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"{shown} is not UTF-8 text; read_file only reads text") from None
+
+
+def _write_atomic(real: Path, shown: str, data: bytes) -> None:
+    """Replace `real` with `data` via a temp file and rename (never follows a link at `real`)."""
+    try:
+        _replace_file(real, data)
+    except IsADirectoryError:
+        raise ToolError(f"{shown} is a directory; give a file path") from None
+    except (FileExistsError, NotADirectoryError):
+        raise ToolError(f"{shown}: a parent of this path is a file, not a directory") from None
+    except OSError as exc:
+        raise ToolError(f"{shown}: cannot write ({exc.strerror})") from None
+
+
+def _replace_file(real: Path, data: bytes) -> None:
+    if real.is_dir():
+        raise IsADirectoryError(real)
+    real.parent.mkdir(parents=True, exist_ok=True)
+    mode = 0o644
+    try:
+        st = os.lstat(real)
+        if stat.S_ISREG(st.st_mode):
+            mode = stat.S_IMODE(st.st_mode)
+    except FileNotFoundError:
+        pass
+    tmp = real.parent / f".{real.name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, real)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+class ReadFileTool:
+    """`read_file {path, offset?, limit?}`: a text file's lines, 1-based `offset`."""
+
+    name = "read_file"
+    description = (
+        "Read a UTF-8 text file from the workspace. Returns its content; long files come in "
+        "pages: pass offset (1-based line number to start at) and limit (number of lines). "
+        "Binary files and files over the size cap are refused."
+    )
+
+    def __init__(
+        self, *, max_bytes: int = DEFAULT_MAX_READ_BYTES, default_limit: int = DEFAULT_READ_LINES
+    ) -> None:
+        self.max_bytes = max_bytes
+        self.default_limit = default_limit
+        self.input_schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path relative to the workspace."},
+                "offset": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "First line to return, 1-based (default 1).",
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": f"Maximum number of lines to return (default {default_limit}).",
+                },
+            },
+            "required": ["path"],
+        }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path = _str_arg(args, "path")
+        offset = _int_arg(args, "offset", 1, minimum=1)
+        limit = _int_arg(args, "limit", self.default_limit, minimum=1)
+        real = resolve_in_workspace(ctx.workspace, path)
+        shown = _display(ctx.workspace, real)
+        text = await asyncio.to_thread(_read_text, real, shown, self.max_bytes)
+        lines = text.splitlines(keepends=True)
+        if offset > 1 and offset > len(lines):
+            raise ToolError(f"offset {offset} is past the end of {shown} ({len(lines)} lines)")
+        page = lines[offset - 1 : offset - 1 + limit]
+        content = "".join(page)
+        rest = len(lines) - (offset - 1 + len(page))
+        if rest > 0:
+            next_offset = offset + len(page)
+            content += (
+                f"\n[... {rest} more lines; call read_file with offset={next_offset} to continue]"
+            )
+        return ToolResult(content)
+
+
+class WriteFileTool:
+    """`write_file {path, content}`: create or replace a file, making parent directories."""
+
+    name = "write_file"
+    description = (
+        "Create or overwrite a text file in the workspace with the given content (parent "
+        "directories are created). Replaces the whole file: use edit_file for small changes."
+    )
+
+    def __init__(self, *, max_bytes: int = DEFAULT_MAX_WRITE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.input_schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path relative to the workspace."},
+                "content": {"type": "string", "description": "The complete new file content."},
+            },
+            "required": ["path", "content"],
+        }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path = _str_arg(args, "path")
+        content = _str_arg(args, "content")
+        data = content.encode("utf-8")
+        if len(data) > self.max_bytes:
+            raise ToolError(
+                f"content is {len(data):,} bytes, over the {self.max_bytes:,}-byte cap of "
+                "write_file; write it in smaller files"
+            )
+        real = resolve_in_workspace(ctx.workspace, path)
+        shown = _display(ctx.workspace, real)
+        if real == ctx.workspace.resolve():
+            raise ToolError("path names the workspace itself; give a file path")
+        await asyncio.to_thread(_write_atomic, real, shown, data)
+        return ToolResult(f"Wrote {len(data):,} bytes to {shown}")
+
+
+class EditFileTool:
+    """`edit_file {path, old_text, new_text}`: replace one exact, unique occurrence."""
+
+    name = "edit_file"
+    description = (
+        "Replace text in a workspace file. old_text must match the file exactly (whitespace and "
+        "line breaks included) and occur exactly once; include surrounding lines to make it "
+        "unique. new_text may be empty to delete."
+    )
+
+    def __init__(self, *, max_bytes: int = DEFAULT_MAX_READ_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.input_schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path relative to the workspace."},
+                "old_text": {
+                    "type": "string",
+                    "description": "Exact text to replace; must occur exactly once in the file.",
+                },
+                "new_text": {"type": "string", "description": "Replacement text."},
+            },
+            "required": ["path", "old_text", "new_text"],
+        }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path = _str_arg(args, "path")
+        old_text = _str_arg(args, "old_text")
+        new_text = _str_arg(args, "new_text")
+        if old_text == "":
+            raise ToolError("old_text is empty; give the exact text to replace")
+        real = resolve_in_workspace(ctx.workspace, path)
+        shown = _display(ctx.workspace, real)
+        text = await asyncio.to_thread(_read_text, real, shown, self.max_bytes)
+        count = text.count(old_text)
+        if count == 0:
+            raise ToolError(
+                f"old_text was not found in {shown}; read the file and copy the exact text "
+                "(whitespace and line breaks must match)"
+            )
+        if count > 1:
+            raise ToolError(
+                f"old_text occurs {count} times in {shown}; include more surrounding lines so "
+                "it matches exactly once"
+            )
+        updated = text.replace(old_text, new_text, 1)
+        await asyncio.to_thread(_write_atomic, real, shown, updated.encode("utf-8"))
+        return ToolResult(f"Edited {shown}: replaced 1 occurrence")
+
+
+def _list(real: Path, shown: str, max_entries: int) -> str:
+    try:
+        with os.scandir(real) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except FileNotFoundError:
+        raise ToolError(f"{shown}: no such directory") from None
+    except NotADirectoryError:
+        raise ToolError(f"{shown} is a file, not a directory; use read_file") from None
+    except OSError as exc:
+        raise ToolError(f"{shown}: cannot list ({exc.strerror})") from None
+    if not entries:
+        return f"{shown} is empty"
+    lines = []
+    for entry in entries[:max_entries]:
+        if entry.is_symlink():
+            lines.append(f"{entry.name} -> {os.readlink(entry.path)}")
+        elif entry.is_dir(follow_symlinks=False):
+            lines.append(f"{entry.name}/")
+        else:
+            try:
+                size = entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                lines.append(entry.name)
+                continue
+            lines.append(f"{entry.name}  ({size:,} bytes)")
+    if len(entries) > max_entries:
+        lines.append(f"[... {len(entries) - max_entries} more entries not shown]")
+    return "\n".join(lines)
+
+
+class ListDirTool:
+    """`list_dir {path="."}`: entries sorted by name, `/` after directories, sizes for files."""
+
+    name = "list_dir"
+    description = (
+        "List a workspace directory: one entry per line, directories end with '/', files show "
+        "their size, symlinks show their target. Defaults to the workspace root."
+    )
+
+    def __init__(self, *, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+        self.max_entries = max_entries
+        self.input_schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "Directory relative to the workspace (default '.').",
+                },
+            },
+            "required": [],
+        }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path = _str_arg(args, "path", default=".")
+        real = resolve_in_workspace(ctx.workspace, path)
+        shown = _display(ctx.workspace, real)
+        listing = await asyncio.to_thread(_list, real, shown, self.max_entries)
+        return ToolResult(listing)
+
+
+def file_tools() -> list[Tool]:
+    """The four workspace file tools with default caps."""
+    return [ReadFileTool(), WriteFileTool(), EditFileTool(), ListDirTool()]
