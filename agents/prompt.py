@@ -2,8 +2,8 @@
 
 `PromptBuilder.build(mode, runtime)` returns Messages-API system blocks: a stable block (the
 persona files and Perch's standing rules) marked for prompt caching, then a small volatile
-block (time, chat, runtime facts). `full` mode is for chats; `minimal` (AGENTS.md and
-TOOLS.md only) for sub-agents and cron runs. File contents are re-read only when a file's
+block (time, chat, runtime facts). `full` mode (IDENTITY, SOUL, USER, AGENTS, TOOLS and
+MEMORY.md) is for chats; `minimal` (AGENTS.md and TOOLS.md only) for sub-agents and cron. File contents are re-read only when a file's
 mtime or size changes; each file is capped at `per_file_cap` and all at `total_cap`, with
 the cut marked so the model knows.
 """
