@@ -213,13 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["list", "approve"])
     p.add_argument("channel", nargs="?")
     p.add_argument("code", nargs="?")
-    for extra in _extra_commands:
-        extra(sub, add)
+    from bot.cron_cli import register as register_cron
+
+    register_cron(sub, add)
     return parser
-
-
-# Other modules (doctor, cron) register their subcommands here.
-_extra_commands: list[Callable[[Any, Any], None]] = []
 
 
 def main(argv: Sequence[str] | None = None) -> int:

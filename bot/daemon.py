@@ -27,11 +27,13 @@ from agents.prompt import PromptBuilder
 from agents.provider import AnthropicClient
 from agents.subagents import SpawnTool, SubagentRunner
 from agents.tools.base import ToolRegistry
+from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
 from bot.access import AccessControl
 from bot.config import ChannelPolicy, Config
 from bot.gateway import Gateway
 from bot.message_targets import ChatMessenger
+from bot.scheduler import Scheduler
 from bot.store import Store
 from bot.subagent_host import LaneAnnouncer, build_subagents
 from bot.toolbelt import build_tools
@@ -58,6 +60,7 @@ class Daemon:
         self.upkeep: SessionUpkeep | None = None
         self.subagents: SubagentRunner | None = None
         self.announcer: LaneAnnouncer | None = None
+        self.scheduler: Scheduler | None = None
 
     async def start(self) -> None:
         began = time.perf_counter()
@@ -88,7 +91,11 @@ class Daemon:
         )
         self.subagents, self.announcer = build_subagents(config, self.store, agent_loop, prompts)
         messenger = ChatMessenger(config, self.store, self.channels)
-        self.tools = build_tools(config, [SpawnTool(self.subagents), MessageTool(messenger)])
+        self.scheduler = Scheduler(config, self.store)
+        self.tools = build_tools(
+            config,
+            [SpawnTool(self.subagents), MessageTool(messenger), CronTool(self.scheduler)],
+        )
         self.subagents.use_tools(self.tools)
         runner = TurnRunner(config, self.store, agent_loop, prompts, self.tools, self.channels)
         policies: dict[str, ChannelPolicy] = {
@@ -116,6 +123,7 @@ class Daemon:
         runner.add_usage_listener(self.upkeep.after_run)
         self.gateway.compactor = self.upkeep.compact_now
         self.announcer.bind(self.gateway)
+        self.gateway.cancel_children = self.subagents.cancel_children_of
         for name, channel in self.channels.items():
             try:
                 await channel.start(self.gateway.on_message)
@@ -125,6 +133,7 @@ class Daemon:
         recovered = await self.gateway.recover()
         if recovered:
             log.info("re-running %d message(s) left unfinished by the last run", recovered)
+        await self.scheduler.start(self.gateway)
         self.started_at = time.time()
         self._status_task = asyncio.create_task(self._write_status_forever())
         log.info(
@@ -162,6 +171,8 @@ class Daemon:
             cancelled = await self.gateway.drain(self.config.gateway.shutdown_grace)
             if cancelled:
                 log.warning("cancelled %d run(s) that did not finish in time", cancelled)
+        if self.scheduler is not None:
+            await self.scheduler.stop()
         if self.subagents is not None:
             await self.subagents.aclose()
         if self.announcer is not None:
@@ -192,6 +203,7 @@ class Daemon:
                 for name, s in ((n, c.status()) for n, c in self.channels.items())
             },
             **gateway,
+            **(self.scheduler.status() if self.scheduler else {}),
         }
 
     async def _write_status_forever(self) -> None:

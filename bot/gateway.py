@@ -60,6 +60,8 @@ class Gateway:
         self.mode: QueueMode = config.agent.queue.mode
         self.accepting = True
         self.compactor: Compactor | None = None
+        # Cancels a session's background sub-agents (those outliving their turn).
+        self.cancel_children: Callable[[str], int] | None = None
         self._tasks: set[asyncio.Future[object]] = set()
         self._group_context: dict[str, collections.deque[str]] = {}
         self._idle = asyncio.Event()
@@ -211,26 +213,34 @@ class Gateway:
     # -- commands (SessionControl) --------------------------------------------------------
 
     def stop_oldest(self, key: SessionKey) -> bool:
+        """Cancel the oldest running turn (its sub-agents with it); with none running,
+        the session's background sub-agents."""
         lane = self.lanes.get(str(key))
         turn = lane.oldest_running() if lane else None
         if turn is None:
-            return False
+            return self._cancel_background(key) > 0
         turn.cancel.cancel()
         return True
 
     def stop_all(self, key: SessionKey) -> tuple[int, int]:
-        lane = self.lanes.get(str(key))
-        if lane is None:
-            return 0, 0
+        """Cancel every turn and background sub-agent of the session and drop its queue;
+        returns (runs stopped, waiting messages dropped)."""
         runs = 0
-        for turn in lane.active:
+        lane = self.lanes.get(str(key))
+        for turn in lane.active if lane else ():
             if not turn.cancel.cancelled:
-                turn.cancel.cancel()
+                turn.cancel.cancel()  # cascades to the sub-agents it waits for
                 runs += 1
+        runs += self._cancel_background(key)  # children whose turn already ended
+        if lane is None:
+            return runs, 0
         dropped = lane.drain()
         if dropped:
             self._spawn(self._close([p.inbox_id for p in dropped], "skipped"))
         return runs, len(dropped)
+
+    def _cancel_background(self, key: SessionKey) -> int:
+        return self.cancel_children(str(key)) if self.cancel_children is not None else 0
 
     def lane_info(self, key: SessionKey) -> LaneInfo:
         lane = self.lanes.get(str(key))

@@ -361,6 +361,28 @@ class Store:
                     ),
                 )
 
+    async def add_session_totals(self, keys: Iterable[str], usage: Usage) -> None:
+        """Add usage already in the ledger (a sub-agent's) to other sessions' totals."""
+        keys = list(keys)
+        if not keys:
+            return
+        marks = ", ".join("?" for _ in keys)
+        await self.execute(
+            "UPDATE sessions SET updated_at = ?, input_tokens = input_tokens + ?, "
+            "output_tokens = output_tokens + ?, cache_read_tokens = cache_read_tokens + ?, "
+            "cache_write_tokens = cache_write_tokens + ?, cost_usd = cost_usd + ? "
+            f"WHERE archived = 0 AND key IN ({marks})",
+            (
+                time.time(),
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cache_read_tokens,
+                usage.cache_write_tokens,
+                usage.cost_usd,
+                *keys,
+            ),
+        )
+
     async def add_usage(self, session_key: str, usage: Usage, *, model: str = "") -> None:
         """Add usage (e.g. a sub-agent's) to a session's totals without new messages."""
         session = await self.session(session_key)

@@ -317,3 +317,68 @@ async def test_new_archives_and_reset_clears(tmp_path: Path, fake: FakeAnthropic
         await chan.say("what number?")
         await chan.wait_sent(3)
     assert [m["content"][-1]["text"] for m in fake.requests[-1]["messages"]] == ["what number?"]
+
+
+async def test_interrupt_mode_stops_the_running_turn_and_answers_the_new_message(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    gate = gated(fake)
+    chan = MemoryChannel("telegram")
+    overrides = {**OPEN_DMS, "agent.queue.mode": "interrupt"}
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, overrides) as daemon:
+        await chan.say("write me an essay")
+        await fake.wait_requests(1)
+        await chan.say("never mind, just say hi")
+        await fake.wait_requests(2)
+        gate.set()
+        await chan.wait_sent(1)
+        await settle(daemon)
+    assert chan.texts() == ["echo: never mind, just say hi"]
+
+
+async def test_a_full_queue_drops_the_oldest_with_a_notice(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    gate = gated(fake)
+    chan = MemoryChannel("telegram")
+    overrides = {**OPEN_DMS, "agent.queue": {"mode": "followup", "cap": 2}}
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, overrides) as daemon:
+        await chan.say("running")
+        await fake.wait_requests(1)
+        for text in ("w1", "w2", "w3", "w4"):
+            await chan.say(text)
+        notice = "I was busy and dropped 1 older waiting message; please resend if needed."
+        assert await chan.wait_sent(2) == [notice, notice]  # w1, then w2, pushed out
+        gate.set()
+        await chan.wait_sent(5)
+        await settle(daemon)
+    assert chan.texts()[2:] == ["echo: running", "echo: w3", "echo: w4"]
+
+
+def test_pairing_cli_lists_and_approves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.cli import main
+    from tests.harness import make_config
+
+    config = make_config(tmp_path, "http://127.0.0.1:9")
+
+    async def seed() -> str:
+        from bot.access import new_pairing_code
+        from bot.store import PairingRequest
+
+        store = await Store.open(config.db_path)
+        code = new_pairing_code()
+        now = time.time()
+        await store.pairing_add(PairingRequest("telegram", code, "777", "Eve", now, now + 3600))
+        await store.close()
+        return code
+
+    code = asyncio.run(seed())
+    path = str(tmp_path / "config.yaml")
+    assert main(["pairing", "list", "--config", path]) == 0
+    assert f"telegram  {code}  777 (Eve)  expires in" in capsys.readouterr().out
+    assert main(["pairing", "approve", "telegram", "NOPE2345", "--config", path]) == 1
+    assert "No pending code NOPE2345" in capsys.readouterr().err
+    assert main(["pairing", "approve", "telegram", code.lower(), "--config", path]) == 0
+    assert "Approved 777 on telegram." in capsys.readouterr().out
+    assert main(["pairing", "list", "--config", path]) == 0
+    assert "No pending pairing requests." in capsys.readouterr().out

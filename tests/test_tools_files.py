@@ -100,8 +100,24 @@ def test_resolve_refuses_non_string_path(layout: tuple[Path, Path]) -> None:
 
 
 _components = st.sampled_from(
-    ["..", ".", "", "sub", "deep", "link_out", "file_out", "dangling_out", "up_out", "link_in",
-     "rel_in", "notes.md", "x", "~", "secret.txt", "a.txt"]
+    [
+        "..",
+        ".",
+        "",
+        "sub",
+        "deep",
+        "link_out",
+        "file_out",
+        "dangling_out",
+        "up_out",
+        "link_in",
+        "rel_in",
+        "notes.md",
+        "x",
+        "~",
+        "secret.txt",
+        "a.txt",
+    ]
 )
 
 

@@ -275,9 +275,36 @@ _SKIP_TAGS = frozenset(
     {"script", "style", "noscript", "template", "svg", "nav", "iframe", "object", "canvas"}
 )
 _BLOCK_TAGS = frozenset(
-    {"p", "div", "section", "article", "main", "header", "footer", "aside", "ul", "ol", "dl",
-     "dt", "dd", "table", "tr", "pre", "blockquote", "figure", "figcaption", "form", "hr",
-     "address", "details", "summary", "body", "html", "fieldset", "caption"}
+    {
+        "p",
+        "div",
+        "section",
+        "article",
+        "main",
+        "header",
+        "footer",
+        "aside",
+        "ul",
+        "ol",
+        "dl",
+        "dt",
+        "dd",
+        "table",
+        "tr",
+        "pre",
+        "blockquote",
+        "figure",
+        "figcaption",
+        "form",
+        "hr",
+        "address",
+        "details",
+        "summary",
+        "body",
+        "html",
+        "fieldset",
+        "caption",
+    }
 )
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
@@ -381,9 +408,18 @@ def html_to_text(html: str, base_url: str = "") -> tuple[str, str]:
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.I)
 _TEXT_TYPES = frozenset(
-    {"application/json", "application/xml", "application/javascript", "application/x-yaml",
-     "application/yaml", "application/ld+json", "application/rss+xml", "application/atom+xml",
-     "application/x-ndjson", "application/csv"}
+    {
+        "application/json",
+        "application/xml",
+        "application/javascript",
+        "application/x-yaml",
+        "application/yaml",
+        "application/ld+json",
+        "application/rss+xml",
+        "application/atom+xml",
+        "application/x-ndjson",
+        "application/csv",
+    }
 )
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 

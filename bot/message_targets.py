@@ -1,0 +1,157 @@
+"""Which chats the `message` tool may reach, and the `Messenger` that sends there.
+
+`TargetPolicy` is pure: built from the config and the running channels, it reads a target
+(`current`, `owner`, `<channel>:<id>`, `<channel>:group:<id>[:<thread>]`, `<channel>:dm:<id>`)
+and says whether it is allowed: the run's own chat; a DM with an id in an enabled channel's
+`allow_from` (never via `"*"`) or the console user (the owner); a group listed in that
+channel's `groups` (never via `"*"`). A DM with anyone else is allowed only if they were
+approved by pairing, which `ChatMessenger` asks the store. Everything else is refused with a
+message listing how targets are written. `owner` is the first `allow_from` id of the first
+enabled channel (telegram, slack, signal), else the console.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from agents.sanitize import is_silent, sanitize_output, strip_silent_token
+from agents.tools.base import ToolError
+from agents.tools.message import TARGET_FORMS
+from bot.config import ChannelPolicy, Config
+from bot.routing import decode_chat, parse_target
+from bot.store import Store
+from channels.base import Channel, ChatRef, Outbound
+
+log = logging.getLogger(__name__)
+
+Verdict = Literal["allow", "if_approved", "refuse"]
+CHAT_CHANNELS = ("telegram", "slack", "signal")
+
+
+class TargetRefused(ToolError):
+    """A target the policy does not allow, or one that cannot be read."""
+
+
+def describe(chat: ChatRef) -> str:
+    """`telegram:123`, `slack:group:C1:1700.1`: the target form of a chat."""
+    if chat.kind == "dm":
+        return f"{chat.channel}:{chat.chat_id}"
+    thread = f":{chat.thread_id}" if chat.thread_id else ""
+    return f"{chat.channel}:group:{chat.chat_id}{thread}"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetPolicy:
+    accounts: Mapping[str, str]  # running channel -> the account id its adapter reports
+    owners: Mapping[str, tuple[str, ...]]  # channel -> owner DM ids, in config order
+    groups: Mapping[str, frozenset[str]]  # channel -> allow-listed group ids
+
+    @classmethod
+    def from_config(cls, config: Config, channels: Mapping[str, Channel]) -> TargetPolicy:
+        accounts = {name: _account(channel) for name, channel in channels.items()}
+        owners: dict[str, tuple[str, ...]] = {}
+        groups: dict[str, frozenset[str]] = {}
+        for name in CHAT_CHANNELS:
+            policy: ChannelPolicy = getattr(config.channels, name)
+            if name not in accounts:  # running channels are the enabled ones
+                continue
+            owners[name] = tuple(i for i in policy.allow_from if i != "*")
+            groups[name] = frozenset(g for g in policy.groups if g != "*")
+        if "console" in accounts:
+            owners["console"] = (config.channels.console.user,)
+        return cls(accounts, owners, groups)
+
+    def resolve(self, target: str, current: ChatRef | None) -> ChatRef:
+        """The chat `target` names; TargetRefused if it is malformed or unknown."""
+        word = target.strip()
+        if word.lower() == "current":
+            if current is None:
+                raise TargetRefused(
+                    "this run has no current chat (it was not started by a message); "
+                    "name a target instead: " + TARGET_FORMS
+                )
+            return current
+        if word.lower() == "owner":
+            for channel in (*CHAT_CHANNELS, "console"):
+                ids = self.owners.get(channel, ())
+                if ids:
+                    return ChatRef(channel, self.accounts.get(channel, ""), "dm", ids[0])
+            raise TargetRefused(
+                "no owner is configured: put your user id in channels.<name>.allow_from of an "
+                "enabled channel (the console also counts when enabled)"
+            )
+        try:
+            return parse_target(word, dict(self.accounts))
+        except ValueError as exc:
+            raise TargetRefused(f"{exc}. Targets: {TARGET_FORMS}") from None
+
+    def verdict(self, chat: ChatRef, current: ChatRef | None) -> Verdict:
+        if chat.channel not in self.accounts:
+            return "refuse"
+        if current is not None and _same_chat(chat, current):
+            return "allow"
+        if chat.kind == "group":
+            return "allow" if chat.chat_id in self.groups.get(chat.channel, ()) else "refuse"
+        if chat.chat_id in self.owners.get(chat.channel, ()):
+            return "allow"
+        return "if_approved" if chat.channel in CHAT_CHANNELS else "refuse"
+
+    def refusal(self, target: str) -> str:
+        running = ", ".join(sorted(self.accounts)) or "none"
+        return (
+            f"refused: {target!r} is not a chat I may message. Allowed targets: {TARGET_FORMS}. "
+            f"Running channels: {running}."
+        )
+
+
+class ChatMessenger:
+    """`agents.tools.message.Messenger`: checks the target against the policy, then sends."""
+
+    def __init__(self, config: Config, store: Store, channels: Mapping[str, Channel]) -> None:
+        self.config = config
+        self.store = store
+        self.channels = channels
+
+    def policy(self) -> TargetPolicy:
+        return TargetPolicy.from_config(self.config, self.channels)
+
+    async def send(self, target: str, text: str, *, origin: str | None, session_key: str) -> str:
+        policy = self.policy()
+        current = decode_chat(origin or "")
+        try:
+            chat = policy.resolve(target, current)
+        except TargetRefused as exc:
+            log.warning("message tool in %s: target %r refused: %s", session_key, target, exc)
+            raise
+        verdict = policy.verdict(chat, current)
+        if verdict == "if_approved" and await self.store.is_approved(chat.channel, chat.chat_id):
+            verdict = "allow"
+        where = describe(chat)
+        if verdict != "allow":
+            log.warning("message tool in %s: target %s refused by policy", session_key, where)
+            raise TargetRefused(policy.refusal(target))
+        clean = strip_silent_token(sanitize_output(text))
+        if is_silent(text) or not clean.strip():
+            raise ToolError("the message is empty after cleaning (NO_REPLY is never sent)")
+        channel = self.channels[chat.channel]
+        try:
+            await channel.send(Outbound(chat, clean))
+        except Exception as exc:
+            log.error("message tool in %s: sending to %s failed: %s", session_key, where, exc)
+            raise ToolError(f"sending to {where} failed: {exc}") from None
+        log.info("message tool in %s: sent %d chars to %s", session_key, len(clean), where)
+        return where
+
+
+def _same_chat(a: ChatRef, b: ChatRef) -> bool:
+    return (a.channel, a.kind, a.chat_id) == (b.channel, b.kind, b.chat_id)
+
+
+def _account(channel: Channel) -> str:
+    chat = getattr(channel, "chat", None)  # the console names its one chat
+    if isinstance(chat, ChatRef):
+        return chat.account
+    return str(getattr(channel, "account", "") or "")

@@ -1,0 +1,498 @@
+"""The scheduler: APScheduler's clock driving heartbeats and cron jobs stored in SQLite.
+
+`Scheduler(config, store)` implements the `cron` tool's `CronService` (add/list/remove) and,
+once `start(gateway)` runs, keeps an `AsyncIOScheduler` with one date timer per enabled job
+(at its `next_run_at`), the heartbeat interval, and a cheap poll that notices jobs added or
+removed by `perch cron` in another process (`PRAGMA data_version`, every `poll_every`
+seconds). APScheduler only tells time; the job rows are the truth, re-read before each run.
+
+A run: isolated jobs get a fresh `agent:<id>:cron:<jobId>` session (minimal prompt) and the
+result is delivered to `deliver_to`; chat jobs are injected into the delivery chat's session
+(queued behind a running turn) and answer there. NO_REPLY posts nothing. Outcomes go to
+`cron_runs`. Transient failures (model errors, a busy session, an unreachable target or
+channel) retry after `retry_delays` (60 s, 120 s, 300 s), then the job moves on: a recurring
+job to its next time, a one-shot is disabled. A one-shot is disabled after it ran.
+
+Restarts: on start every enabled job is planned from its stored `next_run_at`. An overdue
+one-shot runs at once if its time is at most `grace` (24 h) ago, else it is marked missed
+(`perch cron list` shows it). An overdue recurring job runs once however many times it was
+missed (coalesced), then continues from now. A run cut short by shutdown leaves the job due,
+so the next start runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.date import DateTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from agents.sanitize import is_silent, sanitize_output, strip_silent_token
+from agents.tools.cron import CronJobView, CronRequest
+from bot.config import Config
+from bot.cron_jobs import (
+    POLL_EVERY,
+    CronJob,
+    CronJobs,
+    CronRun,
+    RunStatus,
+    create_job,
+    describe_chat,
+    job_view,
+)
+from bot.cron_schedule import format_time
+from bot.gateway import Gateway
+from bot.heartbeat import Heartbeat, TargetError, resolve_target
+from bot.sessions import SessionKey
+from bot.store import Store
+from channels.base import ChatRef, Outbound
+
+log = logging.getLogger(__name__)
+
+RETRY_DELAYS = (60.0, 120.0, 300.0)
+MISSED_GRACE = 24 * 3600.0
+MIN_TOOL_EVERY = 60.0  # the model may not schedule anything more often than this
+
+WAKE_UP = """\
+[Scheduled job {label}: {schedule}]
+{message}
+
+{delivery}"""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    status: RunStatus
+    detail: str = ""
+    transient: bool = False  # worth retrying
+    shutdown: bool = False  # cut short by shutdown: leave the job due
+
+
+_SHUTDOWN = RunOutcome("skipped", "the daemon is stopping", shutdown=True)
+
+
+class Scheduler:
+    """Heartbeat and cron jobs for one daemon; also the `cron` tool's `CronService`."""
+
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        *,
+        clock: Callable[[], float] = time.time,
+        retry_delays: Sequence[float] = RETRY_DELAYS,
+        grace: float = MISSED_GRACE,
+        poll_every: float = POLL_EVERY,
+        min_every: float = MIN_TOOL_EVERY,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.jobs = CronJobs(store)
+        self.clock = clock
+        self.retry_delays = tuple(retry_delays)
+        self.grace = grace
+        self.poll_every = poll_every
+        self.min_every = min_every
+        self.gateway: Gateway | None = None
+        self.heartbeat: Heartbeat | None = None
+        self._aps: AsyncIOScheduler | None = None
+        self._planned: dict[str, float] = {}  # job id -> the next_run_at its timer serves
+        self._running: set[str] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._data_version = 0
+        self._stopping = False
+        self._sync_lock = asyncio.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self, gateway: Gateway) -> None:
+        """Load the jobs (handling those missed while down), start the timers."""
+        self.gateway = gateway
+        self.heartbeat = Heartbeat(self.config, gateway, self.store)
+        if logging.getLogger("apscheduler").level == logging.NOTSET:
+            logging.getLogger("apscheduler").setLevel(logging.WARNING)
+        self._aps = AsyncIOScheduler(
+            timezone=UTC,
+            job_defaults={"coalesce": True, "misfire_grace_time": None, "max_instances": 1},
+        )
+        self._aps.start()
+        self._data_version = await self.jobs.data_version()
+        await self.sync()
+        every = self.config.heartbeat.every
+        if every > 0:
+            self._aps.add_job(
+                self._spawner(self._heartbeat_tick),
+                IntervalTrigger(seconds=max(every, 1.0), timezone=UTC),
+                id="heartbeat",
+            )
+            log.info(
+                "heartbeat every %gs%s, next %s",
+                every,
+                f" within {self.config.heartbeat.active_hours}"
+                if self.config.heartbeat.active_hours
+                else "",
+                self.next_heartbeat() or "?",
+            )
+        self._aps.add_job(
+            self._spawner(self.poll),
+            IntervalTrigger(seconds=max(self.poll_every, 0.1), timezone=UTC),
+            id="cron-poll",
+        )
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Stop the timers and wait (up to `timeout`) for runs in progress to record."""
+        self._stopping = True
+        if self._aps is not None and self._aps.running:
+            self._aps.shutdown(wait=False)
+        self._aps = None
+        tasks = [t for t in self._tasks if not t.done()]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=1)
+
+    async def settle(self, timeout: float = 5.0) -> None:
+        """Wait until no heartbeat or job run is in progress; TimeoutError after `timeout`."""
+        async with asyncio.timeout(timeout):
+            while tasks := [t for t in self._tasks if not t.done()]:
+                await asyncio.wait(tasks)
+
+    def status(self) -> dict[str, str]:
+        """`next_heartbeat` / `next_cron` for `perch status` (absent when nothing is due)."""
+        out: dict[str, str] = {}
+        if (beat := self.next_heartbeat()) is not None:
+            out["next_heartbeat"] = beat
+        if (cron := self.next_cron()) is not None:
+            out["next_cron"] = cron
+        return out
+
+    def next_heartbeat(self) -> str | None:
+        job = self._aps.get_job("heartbeat") if self._aps is not None else None
+        when = getattr(job, "next_run_time", None) if job is not None else None
+        if when is None:
+            return None
+        tz = self.config.heartbeat.timezone or self.config.agent.timezone
+        return format_time(when.timestamp(), tz)
+
+    def next_cron(self) -> str | None:
+        if not self._planned:
+            return None
+        job_id, due = min(self._planned.items(), key=lambda item: item[1])
+        when = format_time(max(due, self.clock()), self.config.agent.timezone)
+        return f"{when} (job {job_id})"
+
+    # -- CronService (the cron tool) -------------------------------------------------------
+
+    async def add_job(self, request: CronRequest) -> CronJobView:
+        job = await create_job(
+            self.jobs,
+            request,
+            default_tz=self.config.agent.timezone,
+            now=self.clock(),
+            min_every=self.min_every,
+        )
+        log.info("cron job %s added: %s", job.label, job.schedule.describe())
+        await self._plan(job)
+        return job_view(job)
+
+    async def list_jobs(self) -> list[CronJobView]:
+        return [job_view(job) for job in await self.jobs.all()]
+
+    async def remove_job(self, job_id: str) -> bool:
+        removed = await self.jobs.remove(job_id.strip())
+        if removed:
+            self._unplan(job_id.strip())
+            log.info("cron job %s removed", job_id)
+        return removed
+
+    # -- loading and planning --------------------------------------------------------------
+
+    async def poll(self) -> bool:
+        """Reload the jobs if another process changed the database; True if it did."""
+        try:
+            version = await self.jobs.data_version()
+            if version == self._data_version:
+                return False
+            self._data_version = version
+            await self.sync()
+            return True
+        except Exception:
+            log.exception("checking the cron table for changes failed; trying again later")
+            return False
+
+    async def sync(self) -> None:
+        """Make the timers match the table: new jobs planned, removed or disabled ones
+        dropped, changed times re-planned, overdue ones handled (grace, coalescing)."""
+        async with self._sync_lock:
+            jobs = {job.id: job for job in await self.jobs.all() if job.enabled}
+            for job_id in list(self._planned):
+                if job_id not in jobs:
+                    self._unplan(job_id)
+            for job in jobs.values():
+                if job.id in self._running or self._planned.get(job.id) == job.next_run_at:
+                    continue
+                await self._plan(job)
+
+    async def _plan(self, job: CronJob) -> None:
+        now = self.clock()
+        due = job.next_run_at
+        if due is None:
+            due = job.schedule.next_after(now, anchor=job.created_at)
+            if due is None:
+                await self._finish(job, enabled=False, next_run_at=None)
+                return
+            await self.jobs.update(job.id, enabled=True, next_run_at=due, failures=job.failures)
+        if job.schedule.one_shot and now - job.schedule.at_time > self.grace and due <= now:
+            hours = (now - job.schedule.at_time) / 3600
+            detail = (
+                f"due {format_time(job.schedule.at_time, job.schedule.tz)}, {hours:.0f} h "
+                f"ago, while Perch was not running; more than {self.grace / 3600:g} h late, "
+                "so it was not run"
+            )
+            log.warning("cron job %s missed: %s", job.label, detail)
+            await self.jobs.record_run(CronRun(job.id, now, now, "missed", detail))
+            await self._finish(job, enabled=False, next_run_at=None, status="missed", error=detail)
+            return
+        if self._aps is None:
+            return  # not started yet (e.g. the tool used before start): start() plans it
+        self._planned[job.id] = due
+        self._aps.add_job(
+            self._spawner(self._run_job),
+            DateTrigger(run_date=datetime.fromtimestamp(max(due, now), UTC), timezone=UTC),
+            args=[job.id],
+            id=f"cron:{job.id}",
+            replace_existing=True,
+        )
+
+    def _unplan(self, job_id: str) -> None:
+        self._planned.pop(job_id, None)
+        if self._aps is not None and self._aps.get_job(f"cron:{job_id}") is not None:
+            self._aps.remove_job(f"cron:{job_id}")
+
+    async def _finish(
+        self,
+        job: CronJob,
+        *,
+        enabled: bool,
+        next_run_at: float | None,
+        status: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        await self.jobs.update(
+            job.id,
+            enabled=enabled,
+            next_run_at=next_run_at,
+            failures=0,
+            last_status=status,
+            last_error=error,
+        )
+
+    # -- running ---------------------------------------------------------------------------
+
+    def _spawner(
+        self, func: Callable[..., Coroutine[Any, Any, Any]]
+    ) -> Callable[..., Awaitable[None]]:
+        """An APScheduler job function that starts `func` as a tracked task and returns,
+        so APScheduler's own instance limits never skip a run."""
+
+        async def spawn(*args: Any) -> None:
+            if self._stopping:
+                return
+            task = asyncio.create_task(func(*args))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        return spawn
+
+    async def _heartbeat_tick(self) -> None:
+        if self.heartbeat is not None:
+            await self.heartbeat.tick()
+
+    async def run_now(self, job_id: str) -> None:
+        """Run a job at once, as if it were due (its timer, if any, is dropped)."""
+        await self._run_job(job_id)
+
+    async def _run_job(self, job_id: str) -> None:
+        if job_id in self._running:
+            return
+        self._running.add(job_id)
+        self._unplan(job_id)
+        try:
+            job = await self.jobs.get(job_id)
+            if job is None or not job.enabled or self._stopping:
+                return
+            started = self.clock()
+            missed = 0
+            if not job.schedule.one_shot and job.next_run_at is not None:
+                missed = job.schedule.count_between(job.next_run_at, started, anchor=job.created_at)
+            try:
+                outcome = await self._execute(job)
+            except Exception as exc:
+                log.exception("cron job %s failed", job.label)
+                outcome = RunOutcome("error", f"{type(exc).__name__}: {exc}", transient=True)
+            if outcome.shutdown:
+                log.info("cron job %s interrupted by shutdown; it runs again at start", job.label)
+                return
+            if missed > 1 and not job.failures:
+                outcome = RunOutcome(
+                    outcome.status,
+                    f"{outcome.detail}; ran once for {missed} missed times".lstrip("; "),
+                    outcome.transient,
+                )
+            await self._settle(job, outcome, started)
+        finally:
+            self._running.discard(job_id)
+
+    async def _settle(self, job: CronJob, outcome: RunOutcome, started: float) -> None:
+        now = self.clock()
+        detail = outcome.detail
+        attempt = job.failures + 1
+        retry_at: float | None = None
+        if outcome.transient and attempt <= len(self.retry_delays):
+            delay = self.retry_delays[attempt - 1]
+            retry_at = now + delay
+            detail += f"; retry {attempt} of {len(self.retry_delays)} in {delay:g} s"
+        elif outcome.transient:
+            detail += f"; gave up after {len(self.retry_delays)} retries"
+        log_level = logging.WARNING if outcome.status in ("error", "skipped") else logging.INFO
+        log.log(log_level, "cron job %s: %s%s", job.label, outcome.status, f" ({detail})")
+        await self.jobs.record_run(CronRun(job.id, started, now, outcome.status, detail))
+        error = detail if outcome.status in ("error", "skipped") else ""
+        if retry_at is not None:
+            still_there = await self.jobs.update(
+                job.id,
+                enabled=True,
+                next_run_at=retry_at,
+                failures=attempt,
+                last_run_at=now,
+                last_status=outcome.status,
+                last_error=error,
+            )
+        elif job.schedule.one_shot:
+            still_there = await self.jobs.update(
+                job.id,
+                enabled=False,
+                next_run_at=None,
+                failures=0,
+                last_run_at=now,
+                last_status=outcome.status,
+                last_error=error,
+            )
+        else:
+            retry_at = job.schedule.next_after(now, anchor=job.created_at)
+            still_there = await self.jobs.update(
+                job.id,
+                enabled=retry_at is not None,
+                next_run_at=retry_at,
+                failures=0,
+                last_run_at=now,
+                last_status=outcome.status,
+                last_error=error,
+            )
+        if still_there and retry_at is not None and not self._stopping:
+            fresh = await self.jobs.get(job.id)
+            if fresh is not None and fresh.enabled:
+                await self._plan(fresh)
+
+    async def _execute(self, job: CronJob) -> RunOutcome:
+        gateway = self.gateway
+        assert gateway is not None, "Scheduler.start() was not called"
+        if not gateway.accepting:
+            return _SHUTDOWN
+        try:
+            chat = await resolve_target(
+                job.deliver_to, config=self.config, channels=gateway.channels, store=self.store
+            )
+        except TargetError as exc:
+            return RunOutcome("error", f"cannot deliver: {exc}", transient=True)
+        text = WAKE_UP.format(
+            label=job.label,
+            schedule=job.schedule.describe(),
+            message=job.message,
+            delivery=(
+                "Your reply is sent to the user as the result of this job. If there is "
+                "nothing worth sending, reply exactly NO_REPLY."
+                if chat is not None
+                else "Your reply is not sent to anyone; do the work and reply briefly."
+            ),
+        )
+        if job.session_mode == "chat":
+            if chat is None:
+                return RunOutcome("error", "a chat-session job needs a chat; deliver_to is none")
+            return await self._run_in_chat(gateway, chat, text)
+        return await self._run_isolated(gateway, job, chat, text)
+
+    async def _run_in_chat(self, gateway: Gateway, chat: ChatRef, text: str) -> RunOutcome:
+        key = SessionKey.for_chat(self.config.agent.id, chat)
+        busy = gateway.is_busy(key)
+        outcome = await gateway.run_system_turn(
+            key, text, chat=chat, when_busy="queue", mode="full"
+        )
+        if outcome is None:
+            if not gateway.accepting or self._stopping:
+                return _SHUTDOWN
+            if busy:
+                return RunOutcome("ok", f"queued behind a running turn in {describe_chat(chat)}")
+            return RunOutcome("error", "the turn failed; see the log", transient=True)
+        result = outcome.result
+        if result is None:
+            return RunOutcome("error", f"channel {chat.channel} is not running", transient=True)
+        if result.status == "error":
+            return RunOutcome("error", f"the model call failed: {result.error}", transient=True)
+        if result.status == "cancelled":
+            if self._stopping or not gateway.accepting:
+                return _SHUTDOWN
+            return RunOutcome("skipped", "stopped with /stop")
+        if outcome.delivered:
+            return RunOutcome("delivered", f"to {describe_chat(chat)}")
+        return RunOutcome("ok", "NO_REPLY: nothing sent")
+
+    async def _run_isolated(
+        self, gateway: Gateway, job: CronJob, chat: ChatRef | None, text: str
+    ) -> RunOutcome:
+        key = SessionKey.cron(self.config.agent.id, job.id)
+        if gateway.is_busy(key):
+            return RunOutcome("skipped", "the previous run is still going", transient=True)
+        await self.store.reset_session(str(key))  # every run starts fresh
+        outcome = await gateway.run_system_turn(key, text, when_busy="skip", mode="minimal")
+        if outcome is None:
+            if not gateway.accepting or self._stopping:
+                return _SHUTDOWN
+            if gateway.is_busy(key):
+                return RunOutcome("skipped", "the session was busy", transient=True)
+            return RunOutcome("error", "the turn failed; see the log", transient=True)
+        result = outcome.result
+        if result is None:
+            return RunOutcome("error", "the turn did not run", transient=True)
+        if result.status == "error":
+            return RunOutcome("error", f"the model call failed: {result.error}", transient=True)
+        if result.status == "cancelled":
+            return (
+                _SHUTDOWN
+                if self._stopping or not gateway.accepting
+                else RunOutcome("skipped", "cancelled")
+            )
+        reply = strip_silent_token(sanitize_output(result.text))
+        if is_silent(result.text) or not reply.strip():
+            return RunOutcome("ok", "NO_REPLY: nothing sent")
+        if chat is None:
+            return RunOutcome("ok", "deliver_to none: the result stays in the job's session")
+        channel = gateway.channels.get(chat.channel)
+        if channel is None:
+            return RunOutcome("error", f"channel {chat.channel} is not running", transient=True)
+        try:
+            await channel.send(Outbound(chat, reply))
+        except Exception as exc:
+            return RunOutcome(
+                "error", f"sending to {describe_chat(chat)} failed: {exc}", transient=True
+            )
+        return RunOutcome("delivered", f"to {describe_chat(chat)}")
