@@ -206,15 +206,19 @@ class Daemon:
             **(self.scheduler.status() if self.scheduler else {}),
         }
 
-    async def _write_status_forever(self) -> None:
+    def write_status(self) -> None:
+        """Write `status.json` next to the database (what `perch status` reads)."""
         path = status_path(self.config)
+        try:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.status(), indent=1))
+            tmp.replace(path)
+        except OSError as exc:
+            log.debug("could not write %s: %s", path, exc)
+
+    async def _write_status_forever(self) -> None:
         while True:
-            try:
-                tmp = path.with_suffix(".tmp")
-                tmp.write_text(json.dumps(self.status(), indent=1))
-                tmp.replace(path)
-            except OSError as exc:
-                log.debug("could not write %s: %s", path, exc)
+            self.write_status()
             await asyncio.sleep(5)
 
 

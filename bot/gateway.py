@@ -311,6 +311,10 @@ class Gateway:
         await self.wait_background(2)
         return cancelled
 
+    async def wait_idle(self) -> None:
+        """Until no turn is running or waiting anywhere."""
+        await self._idle.wait()
+
     async def wait_background(self, timeout: float) -> None:
         tasks = [t for t in self._tasks if not t.done()]
         if tasks:
