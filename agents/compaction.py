@@ -69,19 +69,6 @@ class Compaction:
     flushed: bool
 
 
-def estimate_tokens(messages: list[Message]) -> int:
-    """A rough token count (chars/4 plus framing), for when the API has not told us."""
-    chars = 0
-    for message in messages:
-        chars += 16
-        for block in message["content"]:
-            if block.get("type") == "image":
-                chars += 6000
-            else:
-                chars += len(json.dumps(block, ensure_ascii=False))
-    return chars // 4
-
-
 def split_point(messages: list[Message], keep_last: int) -> int:
     """Index where the kept tail starts: at most `keep_last` messages, beginning with a
     plain user message so the kept history stays valid on its own (0 = nothing to do)."""

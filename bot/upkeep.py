@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from agents.compaction import Compactor, estimate_tokens
+from agents.compaction import Compactor
+from agents.history import estimate_tokens
 from agents.model import ModelError
 from agents.prompt import PromptBuilder, RuntimeInfo
 from agents.tools.base import ToolContext
