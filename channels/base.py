@@ -77,6 +77,17 @@ class Outbound:
 InboundHandler = Callable[[Inbound], Awaitable[None]]
 
 
+def image_too_large(limit: int, size: int | None = None) -> str:
+    """The note that takes an oversized image's place in the text (`size` None: unknown,
+    found over the limit while downloading)."""
+    shown = _megabytes(size) if size is not None else f"over {_megabytes(limit)}"
+    return f"[image too large: {shown}, limit {_megabytes(limit)}]"
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1_000_000:.1f}".removesuffix(".0") + " MB"
+
+
 @dataclass(frozen=True, slots=True)
 class ChannelStatus:
     """What `perch status` and the log say about a channel."""

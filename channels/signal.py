@@ -47,6 +47,7 @@ from channels.base import (
     InboundHandler,
     Outbound,
     ReplyStream,
+    image_too_large,
 )
 from channels.chunking import split_markdown
 from channels.formatting import render_signal_text
@@ -285,10 +286,6 @@ def _parse_version(text: Any) -> tuple[int, ...] | None:
     if match is None:
         return None
     return tuple(int(part or 0) for part in match.groups())
-
-
-def _megabytes(size: int) -> str:
-    return f"{size / 1_000_000:.1f} MB"
 
 
 # --- the channel ------------------------------------------------------------------------------
@@ -624,7 +621,7 @@ class SignalChannel:
                 continue
             size = attachment.get("size")
             if isinstance(size, int) and size > limit:
-                notes.append(f"[image too large: {_megabytes(size)}, limit {_megabytes(limit)}]")
+                notes.append(image_too_large(limit, size))
                 continue
             attachment_id = attachment.get("id")
             if not attachment_id:
@@ -637,9 +634,7 @@ class SignalChannel:
                 notes.append(f"[image could not be downloaded: {name}]")
                 continue
             if data is None:
-                notes.append(
-                    f"[image too large: over {_megabytes(limit)}, limit {_megabytes(limit)}]"
-                )
+                notes.append(image_too_large(limit))
                 continue
             images.append(Image(media_type, data))
         return images, notes

@@ -69,6 +69,7 @@ from channels.base import (
     InboundHandler,
     Outbound,
     ReplyStream,
+    image_too_large,
 )
 from channels.chunking import split_markdown
 from channels.formatting import render_plain, render_slack_mrkdwn
@@ -230,10 +231,6 @@ def normalise_slack_text(text: str, bot_user_id: str, bot_name: str = "") -> tup
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _megabytes(size: int) -> str:
-    return f"{size / 1_000_000:.1f}".removesuffix(".0") + " MB"
 
 
 def _api_error(exc: SlackApiError) -> str:
@@ -628,7 +625,7 @@ class SlackChannel:
                 continue
             size = file.get("size")
             if isinstance(size, int) and size > cap:
-                notes.append(f"[image too large: {_megabytes(size)}, limit {_megabytes(cap)}]")
+                notes.append(image_too_large(cap, size))
                 continue
             url = file.get("url_private") or file.get("url_private_download")
             if not isinstance(url, str) or not url:
@@ -663,7 +660,7 @@ class SlackChannel:
                 async for block in response.content.iter_chunked(65536):
                     data.extend(block)
                     if len(data) > cap:
-                        return None, f"[image too large: over the {_megabytes(cap)} limit]"
+                        return None, image_too_large(cap)
                 return bytes(data), ""
         except (aiohttp.ClientError, TimeoutError) as exc:
             log.warning("slack: image download failed: %s", type(exc).__name__)

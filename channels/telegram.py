@@ -54,6 +54,7 @@ from channels.base import (
     InboundHandler,
     Outbound,
     ReplyStream,
+    image_too_large,
 )
 from channels.chunking import split_markdown
 from channels.formatting import render_plain, render_telegram_html
@@ -229,10 +230,6 @@ def _sniff_image_type(data: bytes) -> str | None:
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "image/webp"
     return None
-
-
-def _megabytes(size: int) -> str:
-    return f"{size / 1_000_000:.1f}".removesuffix(".0") + " MB"
 
 
 def _retry_after_seconds(exc: RetryAfter) -> float:
@@ -670,19 +667,18 @@ class TelegramChannel:
 
     async def _collect_images(self, message: Message) -> tuple[list[Image], list[str]]:
         cap = self._opt.max_image_bytes
-        limit = _megabytes(cap)
         if message.photo:
             fitting = [p for p in message.photo if p.file_size is None or p.file_size <= cap]
             if not fitting:
                 smallest = min(p.file_size or 0 for p in message.photo)
-                return [], [f"[image too large: {_megabytes(smallest)}, limit {limit}]"]
+                return [], [image_too_large(cap, smallest)]
             best = max(fitting, key=lambda p: (p.width * p.height, p.file_size or 0))
             file_id, declared = best.file_id, "image/jpeg"
         elif self._image_document(message):
             document = message.document
             assert document is not None
             if document.file_size is not None and document.file_size > cap:
-                return [], [f"[image too large: {_megabytes(document.file_size)}, limit {limit}]"]
+                return [], [image_too_large(cap, document.file_size)]
             file_id, declared = document.file_id, document.mime_type or ""
         else:
             return [], []
@@ -699,7 +695,7 @@ class TelegramChannel:
             )
             return [], ["[image could not be downloaded]"]
         if len(data) > cap:
-            return [], [f"[image too large: {_megabytes(len(data))}, limit {limit}]"]
+            return [], [image_too_large(cap, len(data))]
         media_type = _sniff_image_type(data) or declared
         if media_type not in _IMAGE_TYPES:
             return [], [f"[image format not supported: {media_type or 'unknown'}]"]
@@ -947,7 +943,10 @@ class TelegramReplyStream:
             await self._channel._send_chunks(self._chat, chunks, True)
             return
         try:
-            await self._channel._edit(self._chat, message_id, chunks[0], retry=True)
+            # A preview that already shows the first chunk needs no edit (Telegram would
+            # refuse it as "not modified"): one Bot API call less for most short replies.
+            if split_markdown(self._shown, self._limit)[:1] != chunks[:1]:
+                await self._channel._edit(self._chat, message_id, chunks[0], retry=True)
         except BadRequest as exc:
             if "not found" not in str(exc).lower():
                 raise self._channel._delivery_error(

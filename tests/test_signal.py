@@ -306,8 +306,8 @@ async def test_oversized_images_are_dropped_with_a_note(fake: FakeSignal) -> Non
         assert message.images == ()
         assert message.text.splitlines() == [
             "three files",
-            "[image too large: 2.5 MB, limit 1.0 MB]",
-            "[image too large: over 1.0 MB, limit 1.0 MB]",
+            "[image too large: 2.5 MB, limit 1 MB]",
+            "[image too large: over 1 MB, limit 1 MB]",
             "[attachment not shown: doc.pdf.bin (application/pdf)]",
         ]
         assert not fake.requests_to("GET", "/v1/attachments/big-1.png")

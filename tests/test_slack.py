@@ -278,7 +278,7 @@ async def test_too_large_images_are_dropped_with_a_note(fake: FakeSlack) -> None
         await fake.push_event(message(fake, "hm", subtype="file_share", files=[unsized]))
         got = await inbox.get(2)
         assert got.images == ()
-        assert got.text == "hm\n[image too large: over the 1 MB limit]"
+        assert got.text == "hm\n[image too large: over 1 MB, limit 1 MB]"
 
 
 async def test_slash_command_becomes_a_mentioned_inbound_in_its_channel(fake: FakeSlack) -> None:
