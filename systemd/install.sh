@@ -15,7 +15,12 @@ mkdir -p "$prefix" /etc/perch
 if [ "$src" != "$prefix" ]; then
   tar -C "$src" --exclude=.venv --exclude=.git --exclude=data --exclude=workspace -cf - . | tar -C "$prefix" -xf -
 fi
-python3 -m venv "$prefix/.venv"
+# The system Python (not one under /root or $HOME: ProtectHome hides those from the service).
+python="${PYTHON:-$(command -v /usr/bin/python3 || command -v python3)}"
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || { echo "install.sh: Perch needs Python 3.11 or newer ($python is older)" >&2; exit 1; }
+rm -rf "$prefix/.venv"
+"$python" -m venv "$prefix/.venv"
 "$prefix/.venv/bin/pip" install --quiet --upgrade pip
 "$prefix/.venv/bin/pip" install --quiet "$prefix"
 
@@ -35,6 +40,12 @@ chown root:perch /etc/perch/config.yaml /etc/perch/env
 chmod 0640 /etc/perch/config.yaml /etc/perch/env
 
 install -m 0644 "$src/systemd/perch.service" /etc/systemd/system/perch.service
+if [ ! -d /run/systemd/system ]; then
+  echo "Installed, but systemd is not running here. With the variables of /etc/perch/env"
+  echo "exported, start Perch as its user from /var/lib/perch:"
+  echo "  runuser -u perch -- $prefix/.venv/bin/perch run --config /etc/perch/config.yaml"
+  exit 0
+fi
 systemctl daemon-reload
 systemctl enable perch.service
 echo "Installed. Start it with: systemctl start perch   (logs: journalctl -u perch -f)"
