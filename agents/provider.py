@@ -1,17 +1,19 @@
 """The Anthropic model client: one streamed Messages call, retried, priced, made plain.
 
 `AnthropicClient` implements `agents.model.ModelClient` on `anthropic.AsyncAnthropic`
-(imported on first use: it costs about a second). The SDK's own retries are off; tenacity
-retries 408/409/429/5xx/529, connection errors and mid-stream overload with exponential
-backoff (`backoff_delay`), but never once text reached `on_text`. Fallback models get the
-same policy when the primary gives up on a transient error or is unknown (404). Failures
-end as `ModelError` with a message a user can act on; the API key never reaches a log.
+(imported on first use, in a worker thread: it costs about a second). The SDK's own
+retries are off; tenacity retries 408/409/429/5xx/529, connection errors and mid-stream
+overload with exponential backoff (`backoff_delay`), but never once text reached `on_text`.
+Fallback models get the same policy when the primary gives up on a transient error or is
+unknown (404). Failures end as `ModelError` with a message a user can act on; the API key
+never reaches a log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import importlib
 import logging
 import random
 import time
@@ -219,6 +221,12 @@ class AnthropicClient:
             )
         return self._client
 
+    async def _sdk_off_loop(self) -> AsyncAnthropic:
+        """The SDK client, its first import (about a second of CPU) done in a worker thread
+        so the event loop keeps serving other chats meanwhile instead of freezing."""
+        await asyncio.to_thread(importlib.import_module, "anthropic")
+        return self._sdk()
+
     async def aclose(self) -> None:
         """Close the HTTP connections (safe to call twice, or before any call)."""
         client, self._client = self._client, None
@@ -306,7 +314,8 @@ class AnthropicClient:
             kwargs["extra_body"] = {"temperature": request.temperature}
         sent_text = False
         try:
-            async with self._sdk().messages.stream(**kwargs) as stream:
+            sdk = self._client or await self._sdk_off_loop()
+            async with sdk.messages.stream(**kwargs) as stream:
                 async for event in stream:
                     if event.type == "text" and event.text and on_text is not None:
                         sent_text = True

@@ -255,11 +255,12 @@ class Store:
         return await self._fetch_session(key)
 
     async def _fetch_session(self, key: str) -> SessionRow | None:
-        async with self._db.execute(
+        # Per-turn reads use execute_fetchall: one hop to the database thread instead of
+        # three (execute, fetch, close).
+        rows = await self._db.execute_fetchall(
             f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE key = ? AND archived = 0", (key,)
-        ) as cur:
-            row = await cur.fetchone()
-        return SessionRow(*row) if row else None
+        )
+        return next((SessionRow(*row) for row in rows), None)
 
     async def list_sessions(self, limit: int = 100) -> list[SessionRow]:
         async with self._db.execute(
@@ -276,10 +277,9 @@ class Store:
         return int(row[0]) if row else 0
 
     async def messages(self, session_id: str) -> list[Message]:
-        async with self._db.execute(
+        rows = await self._db.execute_fetchall(
             "SELECT role, content FROM messages WHERE session_id = ? ORDER BY id", (session_id,)
-        ) as cur:
-            rows = await cur.fetchall()
+        )
         return [{"role": role, "content": json.loads(content)} for role, content in rows]
 
     async def messages_with_ids(self, session_id: str) -> list[tuple[int, Message]]:
@@ -291,11 +291,10 @@ class Store:
         return [(i, {"role": role, "content": json.loads(c)}) for i, role, c in rows]
 
     async def count_messages(self, session_id: str) -> int:
-        async with self._db.execute(
+        rows = await self._db.execute_fetchall(
             "SELECT count(*) FROM messages WHERE session_id = ?", (session_id,)
-        ) as cur:
-            row = await cur.fetchone()
-        return int(row[0]) if row else 0
+        )
+        return next((int(row[0]) for row in rows), 0)
 
     async def save_run(
         self,
@@ -494,11 +493,11 @@ class Store:
     # -- pairing ------------------------------------------------------------------------
 
     async def is_approved(self, channel: str, sender_id: str) -> bool:
-        async with self._db.execute(
+        rows = await self._db.execute_fetchall(
             "SELECT 1 FROM approved_senders WHERE channel = ? AND sender_id = ?",
             (channel, sender_id),
-        ) as cur:
-            return await cur.fetchone() is not None
+        )
+        return bool(rows)
 
     async def pairing_requests(self, channel: str | None = None) -> list[PairingRequest]:
         now = time.time()

@@ -1,0 +1,151 @@
+"""Benchmark 1: Perch's own cost per turn, end to end through the Telegram adapter.
+
+A zero-latency fake model, the fake Bot API in another process (`bench.wire`), and the real
+daemon in this one. One DM at a time, users in rotation (sessions carry up to 12 turns);
+each latency runs from the moment `getUpdates` hands the update out to the moment the fake
+receives the reply's `sendMessage` (and, with streaming previews, the final edit). CPU per
+turn is this process's CPU time (every thread) over the measured turns; the fakes' CPU is
+reported apart. The same turns through `bench.bare.BareBot` (the libraries alone) give the
+floor under Perch. `--profile` adds a cProfile pass that says where Perch's time goes.
+
+    .venv/bin/python -m bench.overhead [--turns 400] [--streaming partial|off|both] [--profile]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import functools
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bench.bare import BareBot
+from bench.harness import telegram_daemon, wait_idle
+from bench.profiling import where_time_went
+from bench.report import Report, parser, percentile
+from bench.wire import Wire, pin_apart, use_loopback
+
+TEXT = "hello, how are you today?"
+TARGET_P50_MS = 5.0
+Wait = Callable[[], Awaitable[None]]
+
+
+async def measure_driver(wire: Wire, n: int = 300) -> float:
+    """CPU seconds this process spends per wire round-trip (the benchmark's own share)."""
+    await wire.call("ping")
+    cpu = time.process_time()
+    for _ in range(n):
+        await wire.call("ping")
+    return (time.process_time() - cpu) / n
+
+
+async def run_turns(wire: Wire, idle: Wait, turns: int, users: int, first: int = 0) -> None:
+    for i in range(first, first + turns):
+        await wire.call("dm", user=1000 + i % users, text=TEXT)
+        await idle()
+
+
+async def measure(
+    wire: Wire, report: Report, label: str, idle: Wait, turns: int, users: int, warmup: int
+) -> list[dict[str, float]]:
+    """Warm up, then run `turns` measured turns; adds the figures and returns the turns."""
+    await run_turns(wire, idle, warmup, users)
+    before = await wire.call("turns")
+    cpu, wall = time.process_time(), time.perf_counter()
+    await run_turns(wire, idle, turns, users, first=warmup)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    after = await wire.call("turns")
+    measured: list[dict[str, float]] = after["turns"]
+    to_send = [t["to_send_ms"] for t in measured]
+    report.add(
+        f"[{label}] update -> sendMessage p50", percentile(to_send, 50), "ms", target=TARGET_P50_MS
+    )
+    report.add(f"[{label}] update -> sendMessage p99", percentile(to_send, 99), "ms")
+    report.add(
+        f"[{label}] update -> model request p50",
+        percentile([t["to_model_ms"] for t in measured], 50),
+        "ms",
+    )
+    if any(t["to_last_ms"] > t["to_send_ms"] for t in measured):
+        to_last = [t["to_last_ms"] for t in measured]
+        report.add(f"[{label}] update -> final edit p50", percentile(to_last, 50), "ms")
+        report.add(f"[{label}] update -> final edit p99", percentile(to_last, 99), "ms")
+    report.add(f"[{label}] CPU per turn, this process (all threads)", cpu / turns * 1000, "ms")
+    wire_cpu = after["wire_cpu_total"] - before["wire_cpu_total"]
+    report.add(f"[{label}] CPU per turn, the fakes (other process)", wire_cpu / turns * 1000, "ms")
+    report.add(f"[{label}] turns per second, one at a time", turns / wall, "turns/s")
+    report.note(f"{label}: Bot API calls per turn: {_per_turn(before, after, turns)}")
+    return measured
+
+
+async def profile_perch(wire: Wire, idle: Wait, label: str, turns: int, users: int) -> None:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    await run_turns(wire, idle, turns, users)
+    profiler.disable()
+    await wire.call("turns")
+    print(f"  cProfile of {turns} more turns, {label}:")
+    print(where_time_went(profiler, turns), flush=True)
+
+
+def _per_turn(before: dict[str, Any], after: dict[str, Any], turns: int) -> str:
+    parts = []
+    for method, count in sorted(after["api_calls"].items()):
+        per_turn = (count - before["api_calls"].get(method, 0)) / turns
+        if per_turn:
+            parts.append(f"{method} {per_turn:.2f}")
+    return ", ".join(parts)
+
+
+async def main_async(turns: int, users: int, warmup: int, streaming: str, profile: bool) -> Report:
+    report = Report("overhead", "1. Per-turn overhead of Perch (Telegram, zero-latency model)")
+    async with Wire() as wire:
+        await wire.call("model", delay=0.0)
+        driver = await measure_driver(wire)
+        perch_p50: dict[str, float] = {}
+        for mode in ["partial", "off"] if streaming == "both" else [streaming]:
+            label = f"Perch, streaming {mode}"
+            async with telegram_daemon(wire, streaming=mode) as daemon:
+                idle = functools.partial(wait_idle, daemon)
+                measured = await measure(wire, report, label, idle, turns, users, warmup)
+                perch_p50[mode] = percentile([t["to_send_ms"] for t in measured], 50)
+                if profile:
+                    await profile_perch(wire, idle, label, turns, users)
+        async with BareBot(wire) as bare:
+            measured = await measure(
+                wire, report, "floor: PTB + SDK, no Perch", bare.wait_idle, turns, users, warmup
+            )
+            floor = percentile([t["to_send_ms"] for t in measured], 50)
+        for mode, p50 in perch_p50.items():
+            report.add(f"Perch's own share of the p50 (streaming {mode})", p50 - floor, "ms")
+        report.note(
+            f"the benchmark's driver costs this process {driver * 1e6:.0f} µs CPU per turn "
+            "(one pipe round-trip to the wire process); it is included in the CPU figures"
+        )
+    return report
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--turns", type=int, default=400, help="measured turns (default 400)")
+    p.add_argument(
+        "--users", type=int, help="DM users in rotation (default: enough for <= 12 turns each)"
+    )
+    p.add_argument("--warmup", type=int, default=40, help="unmeasured turns first (default 40)")
+    p.add_argument("--streaming", choices=["partial", "off", "both"], default="both")
+    p.add_argument("--profile", action="store_true", help="add a cProfile pass per mode")
+    p.add_argument("--pin", action="store_true", help="pin Perch and the fakes to separate CPUs")
+    args = p.parse_args()
+    use_loopback()
+    if args.pin:
+        print(pin_apart())
+    # Sessions stay well under the compaction threshold (50 messages), which would add
+    # summary calls to the model in the middle of the measurement.
+    users = args.users or -(-(args.warmup + args.turns) // 12)
+    report = asyncio.run(main_async(args.turns, users, args.warmup, args.streaming, args.profile))
+    report.save(args.json)
+
+
+if __name__ == "__main__":
+    main()

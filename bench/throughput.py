@@ -1,0 +1,116 @@
+"""Benchmark 2: throughput, 1,000 DMs from 1,000 users arriving at once.
+
+The fake Bot API (in `bench.wire`'s process) queues 1,000 DMs from 1,000 new users and hands
+them out 100 per `getUpdates`, as Telegram does; the real daemon runs in this process with
+the default `max_concurrent_runs` (8). With a 200 ms fake model the wall time is compared to
+the ideal for the cap, ceil(1000/8) x 0.2 s; with a zero-latency model it is turns per
+second, which is then Perch's own CPU cost per turn showing through; `bench.bare.BareBot`
+(the libraries alone) gives the ceiling for comparison.
+
+    .venv/bin/python -m bench.throughput [--dms 1000] [--delay 0.2]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from bench.bare import BareBot
+from bench.harness import telegram_daemon, wait_idle
+from bench.report import Report, parser
+from bench.wire import Wire, pin_apart, use_loopback
+
+TARGET_TURNS_PER_S = 300.0
+CAP = 8
+Wait = Callable[[], Awaitable[None]]
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def burst(wire: Wire, idle: Wait, n: int) -> tuple[dict[str, float], float, float]:
+    """Run one burst; returns the wire's answer, wall seconds to idle, CPU seconds used."""
+    cpu = time.process_time()
+    answer = await wire.call("burst", n=n)
+    await idle()
+    done = time.monotonic()
+    return answer, done - answer["pushed_at"], time.process_time() - cpu
+
+
+async def main_async(n: int, delay: float, streaming: str) -> Report:
+    report = Report("throughput", f"2. Throughput: {n} DMs from {n} users at once")
+    async with Wire() as wire:
+        async with telegram_daemon(wire, streaming=streaming) as daemon:
+            await measure_perch(wire, report, functools.partial(wait_idle, daemon), n, delay)
+        async with BareBot(wire) as bare:
+            await wire.call("model", delay=0.0)
+            await burst(wire, bare.wait_idle, 50)
+            answer, wall, cpu = await burst(wire, bare.wait_idle, n)
+            report.add("floor (PTB + SDK, no Perch): turns per second", n / wall, "turns/s")
+            report.add("floor (PTB + SDK, no Perch): CPU per turn", cpu / n * 1000, "ms")
+            _check(report, answer, n)
+    return report
+
+
+async def measure_perch(wire: Wire, report: Report, idle: Wait, n: int, delay: float) -> None:
+    await wire.call("model", delay=0.0)
+    await burst(wire, idle, 50)  # warm up: the model SDK is imported on first use
+    if delay > 0:
+        await wire.call("model", delay=delay)
+        answer, wall, cpu = await burst(wire, idle, n)
+        label = f"{delay * 1000:.0f} ms model"
+        ideal = math.ceil(n / CAP) * delay
+        report.add(f"{label}: wall time for {n} DMs", wall, "s")
+        report.add(f"{label}: ideal for a cap of {CAP} runs", ideal, "s")
+        report.add(f"{label}: ideal / measured", ideal / wall * 100, "%")
+        report.add(f"{label}: most model calls at once", answer["model_max_in_flight"], "calls")
+        report.add(f"{label}: Perch CPU per turn", cpu / n * 1000, "ms")
+        _check(report, answer, n)
+    await wire.call("model", delay=0.0)
+    answer, wall, cpu = await burst(wire, idle, n)
+    report.add(
+        "zero-latency model: turns per second",
+        n / wall,
+        "turns/s",
+        target=TARGET_TURNS_PER_S,
+        higher_is_better=True,
+    )
+    report.add("zero-latency model: wall time", wall, "s")
+    report.add("zero-latency model: Perch CPU per turn", cpu / n * 1000, "ms")
+    report.add("zero-latency model: Perch CPU use (1 core = 100%)", cpu / wall * 100, "%")
+    _check(report, answer, n)
+    report.add(f"RSS after {(2 if delay > 0 else 1) * n + 50} DM sessions", rss_mb(), "MB")
+
+
+def _check(report: Report, answer: dict[str, float], n: int) -> None:
+    if answer["answered"] != n or answer["model_requests"] != n:
+        report.note(
+            f"PROBLEM: {answer['answered']} of {n} users answered after "
+            f"{answer['model_requests']} model calls"
+        )
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--dms", type=int, default=1000, help="DMs per burst (default 1000)")
+    p.add_argument("--delay", type=float, default=0.2, help="slow model latency, s (0.2)")
+    p.add_argument("--streaming", choices=["partial", "off"], default="partial")
+    p.add_argument("--pin", action="store_true", help="pin Perch and the fakes to separate CPUs")
+    args = p.parse_args()
+    use_loopback()
+    if args.pin:
+        print(pin_apart())
+    report = asyncio.run(main_async(args.dms, args.delay, args.streaming))
+    report.save(args.json)
+
+
+if __name__ == "__main__":
+    main()
