@@ -28,12 +28,14 @@ from bot.config import Config
 from bot.lanes import Admission, Lane, Pending, QueueMode, Turn
 from bot.sessions import SessionKey
 from bot.store import Store
-from bot.turns import TurnOutcome, TurnRunner
+from bot.turns import SessionState, TurnOutcome, TurnRunner
 from channels.base import Channel, ChatRef, Image, Inbound, Outbound
 
 log = logging.getLogger(__name__)
 
-DROPPED_NOTICE = "I was busy and dropped {n} older waiting message{s}; please resend if needed."
+DROPPED_NOTICE = (
+    "I was busy and had to drop older waiting messages; please resend anything still important."
+)
 LOST_NOTICE = "I restarted and lost your message from {when}; please resend it."
 RESTART_NOTICE = "I'm restarting and had to stop this reply; please ask again in a minute."
 
@@ -123,7 +125,10 @@ class Gateway:
         for turn in admission.interrupt:
             turn.cancel.cancel("interrupted by a newer message")
         if admission.dropped:
-            self._spawn(self._drop(pending.inbound.chat, list(admission.dropped)))
+            # One notice per busy spell, however many messages a flood pushes out.
+            notify = not lane.drop_noticed
+            lane.drop_noticed = True
+            self._spawn(self._drop(pending.inbound.chat, list(admission.dropped), notify))
         if admission.steer_into is not None:
             turn = admission.steer_into
             turn.steered.append(pending)
@@ -344,7 +349,7 @@ class Gateway:
             self.lanes[str(key)] = lane
         return lane
 
-    async def _note_context(self, session: Any) -> None:
+    async def _note_context(self, session: SessionState) -> None:
         lane = self.lanes.get(session.key)
         if lane is not None:
             lane.context_ratio = session.context_tokens / max(self.runner.window, 1)
@@ -362,11 +367,11 @@ class Gateway:
         buffer = self._group_context.pop(str(key.chat_key), None)
         return "\n".join(buffer) if buffer else ""
 
-    async def _drop(self, chat: ChatRef, dropped: list[Pending]) -> None:
+    async def _drop(self, chat: ChatRef, dropped: list[Pending], notify: bool) -> None:
         await self._close([p.inbox_id for p in dropped], "dropped")
-        n = len(dropped)
-        log.warning("queue full for %s: dropped %d oldest message(s)", chat.chat_id, n)
-        await self._send(chat, DROPPED_NOTICE.format(n=n, s="s" if n != 1 else ""))
+        log.warning("queue full for %s: dropped %d oldest message(s)", chat.chat_id, len(dropped))
+        if notify:
+            await self._send(chat, DROPPED_NOTICE)
 
     async def _send(self, chat: ChatRef, text: str) -> None:
         channel = self.channels.get(chat.channel)

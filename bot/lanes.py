@@ -74,6 +74,7 @@ class Lane:
         self.active: list[Turn] = []
         self.queue: deque[Pending] = deque()
         self.context_ratio = 0.0
+        self.drop_noticed = False  # the chat was told this busy spell that messages dropped
 
     @property
     def limit(self) -> int:
@@ -120,6 +121,8 @@ class Lane:
                 batch = [self.queue.popleft()]
             batches.append(batch)
             room -= 1
+        if not self.queue:
+            self.drop_noticed = False
         return batches
 
     def oldest_running(self) -> Turn | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from agents.cancel import CancelToken
 from agents.guard import BLOCKED_REPLY, check_input
-from agents.history import prepare_history
+from agents.history import estimate_tokens, prepare_history
 from agents.loop import (
     AgentLoop,
     Event,
@@ -65,7 +65,16 @@ class TurnOutcome:
     blocked: bool = False
 
 
-SessionListener = Callable[[SessionRow], Awaitable[None]]
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """What a finished turn knows of its session, without asking the database again."""
+
+    key: str
+    messages: int  # stored after this turn (a concurrent run's own are not counted)
+    context_tokens: int  # the last model call's prompt (an estimate if no call finished)
+
+
+SessionListener = Callable[[SessionState], Awaitable[None]]
 
 
 class TurnRunner:
@@ -143,7 +152,8 @@ class TurnRunner:
         origin: str | None,
     ) -> TurnOutcome:
         session = await self.store.session(str(key))
-        history = await self._history(session)
+        stored = await self.store.messages(session.id)
+        history = self._history(session, stored)
         runtime = RuntimeInfo(
             agent_id=self.config.agent.id,
             session_key=str(key),
@@ -196,13 +206,17 @@ class TurnRunner:
             result.usage.output_tokens,
             result.usage.cost_usd,
         )
-        refreshed = await self.store.session(str(key))
-        for listener in self.after_run:
-            await listener(refreshed)
+        if self.after_run:
+            state = SessionState(
+                str(key),
+                len(stored) + len(result.new_messages),
+                result.context_tokens or estimate_tokens([*history, *result.new_messages]),
+            )
+            for listener in self.after_run:
+                await listener(state)
         return TurnOutcome(result, delivered)
 
-    async def _history(self, session: SessionRow) -> list[Message]:
-        stored = await self.store.messages(session.id)
+    def _history(self, session: SessionRow, stored: list[Message]) -> list[Message]:
         if session.summary:
             stored = [
                 {

@@ -14,13 +14,13 @@ import asyncio
 import logging
 
 from agents.compaction import Compactor
-from agents.history import estimate_tokens
 from agents.model import ModelError
 from agents.prompt import PromptBuilder, RuntimeInfo
 from agents.tools.base import ToolContext
 from bot.config import Config
 from bot.sessions import SessionKey
-from bot.store import SessionRow, Store
+from bot.store import Store
+from bot.turns import SessionState
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +36,10 @@ class SessionUpkeep:
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def after_run(self, session: SessionRow) -> None:
+    async def after_run(self, session: SessionState) -> None:
         if session.key in self._busy:
             return
-        count = await self.store.count_messages(session.id)
-        tokens = session.context_tokens
-        if not tokens and count > 0:
-            tokens = estimate_tokens(await self.store.messages(session.id))
-        if not self.compactor.policy.due(count, tokens):
+        if not self.compactor.policy.due(session.messages, session.context_tokens):
             return
         self._busy.add(session.key)
         task = asyncio.create_task(self._compact_quietly(session.key))

@@ -413,6 +413,18 @@ async def test_streamed_reply_previews_once_edits_then_finalises_in_place(
     assert {e.params["message_id"] for e in edits} == {edits[0].params["message_id"]}
 
 
+async def test_final_text_already_shown_by_the_preview_is_not_edited_again(
+    tg: FakeTelegram, bot: Running
+) -> None:
+    chat = ChatRef("telegram", str(BOT_ID), "dm", "42")
+    stream = bot.channel.reply_stream(chat)
+    await stream.update("Done.")
+    await tg.wait_for("sendMessage")
+    await stream.finish("Done.")
+    assert tg.texts() == [render_telegram_html("Done.")]
+    assert tg.calls("editMessageText", ok_only=False) == []
+
+
 async def test_stream_updates_faster_than_the_interval_are_not_each_edited(
     tg: FakeTelegram, run_channel: Callable[..., Any]
 ) -> None:
