@@ -66,6 +66,7 @@ class Gateway:
         self.cancel_children: Callable[[str], int] | None = None
         self._tasks: set[asyncio.Future[object]] = set()
         self._group_context: dict[str, collections.deque[str]] = {}
+        self._context_ratio: dict[str, float] = {}  # group session -> context share
         self._idle = asyncio.Event()
         self._idle.set()
         runner.add_usage_listener(self._note_context)
@@ -346,13 +347,19 @@ class Gateway:
                 group_limit=self.config.agent.group_max_concurrent,
                 cap=self.config.agent.queue.cap,
             )
+            lane.context_ratio = self._context_ratio.get(str(key), 0.0)
             self.lanes[str(key)] = lane
         return lane
 
     async def _note_context(self, session: SessionState) -> None:
+        """Remember how full a group's context is: over 60% its turns run one at a time.
+        (Lanes come and go with activity; the ratio must outlive them.)"""
+        ratio = session.context_tokens / max(self.runner.window, 1)
         lane = self.lanes.get(session.key)
         if lane is not None:
-            lane.context_ratio = session.context_tokens / max(self.runner.window, 1)
+            lane.context_ratio = ratio
+        if lane is not None and lane.is_group:
+            self._context_ratio[session.key] = ratio
 
     def _remember_context(self, key: SessionKey, inbound: Inbound) -> None:
         """Keep an unmentioned group message for the chat's next mention (any thread)."""

@@ -382,3 +382,27 @@ def test_pairing_cli_lists_and_approves(tmp_path: Path, capsys: pytest.CaptureFi
     assert "Approved 777 on telegram." in capsys.readouterr().out
     assert main(["pairing", "list", "--config", path]) == 0
     assert "No pending pairing requests." in capsys.readouterr().out
+
+
+async def test_a_group_whose_context_is_crowded_runs_one_turn_at_a_time(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    gate = asyncio.Event()
+    fake.queue(Reply.text("noted", usage={"input_tokens": 7000, "output_tokens": 10}))
+    fake.default = lambda body: Reply.text("echo: " + last_user_text(body), hold=gate)
+    chan = MemoryChannel("telegram")
+    overrides = {**GROUPS, "agent.queue.mode": "followup", "agent.context_window": 10000}
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, overrides) as daemon:
+        await chan.say("here is a very long document", chat_id="g1", group=True)
+        await chan.wait_sent(1)
+        await settle(daemon)  # the turn's usage put the context over 60% of the window
+        for i in range(3):
+            await chan.say(f"q{i}", chat_id="g1", sender=f"user{i}", group=True)
+        await fake.wait_requests(2)
+        key = str(SessionKey.group("main", "telegram", "bot", "g1"))
+        lane = daemon.gateway.lanes[key]
+        assert (len(lane.active), len(lane.queue)) == (1, 2)
+        gate.set()
+        await chan.wait_sent(4)
+        await settle(daemon)
+    assert fake.max_in_flight == 1
