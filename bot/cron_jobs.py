@@ -155,9 +155,12 @@ class CronJobs:
         return int(rows[0][0])
 
     async def remove(self, job_id: str) -> bool:
-        removed = await self.store.execute("DELETE FROM cron_jobs WHERE id = ?", (job_id,))
-        if removed:
-            await self.store.execute("DELETE FROM cron_runs WHERE job_id = ?", (job_id,))
+        removed, _ = await self.store.execute_all(
+            [
+                ("DELETE FROM cron_jobs WHERE id = ?", (job_id,)),
+                ("DELETE FROM cron_runs WHERE job_id = ?", (job_id,)),
+            ]
+        )
         return removed > 0
 
     async def update(
@@ -170,22 +173,27 @@ class CronJobs:
         last_run_at: float | None = None,
         last_status: str | None = None,
         last_error: str | None = None,
+        run: CronRun | None = None,
     ) -> bool:
-        """Set a job's state; fields left None keep their value. False if the job is gone."""
-        changed = await self.store.execute(
-            "UPDATE cron_jobs SET enabled = ?, next_run_at = ?, failures = ?, "
-            "last_run_at = COALESCE(?, last_run_at), last_status = COALESCE(?, last_status), "
-            "last_error = COALESCE(?, last_error) WHERE id = ?",
-            (int(enabled), next_run_at, failures, last_run_at, last_status, last_error, job_id),
+        """Set a job's state; fields left None keep their value. With `run`, the run is
+        recorded in the same transaction. False if the job is gone."""
+        statements: list[tuple[str, tuple[Any, ...]]] = []
+        if run is not None:
+            statements.append(_record(run))
+        statements.append(
+            (
+                "UPDATE cron_jobs SET enabled = ?, next_run_at = ?, failures = ?, "
+                "last_run_at = COALESCE(?, last_run_at), "
+                "last_status = COALESCE(?, last_status), "
+                "last_error = COALESCE(?, last_error) WHERE id = ?",
+                (int(enabled), next_run_at, failures, last_run_at, last_status, last_error, job_id),
+            )
         )
-        return changed > 0
+        counts = await self.store.execute_all(statements)
+        return counts[-1] > 0
 
     async def record_run(self, run: CronRun) -> None:
-        await self.store.execute(
-            "INSERT INTO cron_runs (job_id, started_at, finished_at, status, detail) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (run.job_id, run.started_at, run.finished_at, run.status, run.detail),
-        )
+        await self.store.execute(*_record(run))
 
     async def runs(self, job_id: str, limit: int = 20) -> list[CronRun]:
         """The job's most recent runs, newest first."""
@@ -200,6 +208,14 @@ class CronJobs:
         """Changes when another connection (e.g. `perch cron add`) commits to the database."""
         rows = await self.store.fetch_all("PRAGMA data_version")
         return int(rows[0][0])
+
+
+def _record(run: CronRun) -> tuple[str, tuple[Any, ...]]:
+    return (
+        "INSERT INTO cron_runs (job_id, started_at, finished_at, status, detail) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (run.job_id, run.started_at, run.finished_at, run.status, run.detail),
+    )
 
 
 def check_deliver_to(text: str) -> str:

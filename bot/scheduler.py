@@ -365,39 +365,22 @@ class Scheduler:
             detail += f"; gave up after {len(self.retry_delays)} retries"
         log_level = logging.WARNING if outcome.status in ("error", "skipped") else logging.INFO
         log.log(log_level, "cron job %s: %s%s", job.label, outcome.status, f" ({detail})")
-        await self.jobs.record_run(CronRun(job.id, started, now, outcome.status, detail))
         error = detail if outcome.status in ("error", "skipped") else ""
+        failures = 0
         if retry_at is not None:
-            still_there = await self.jobs.update(
-                job.id,
-                enabled=True,
-                next_run_at=retry_at,
-                failures=attempt,
-                last_run_at=now,
-                last_status=outcome.status,
-                last_error=error,
-            )
-        elif job.schedule.one_shot:
-            still_there = await self.jobs.update(
-                job.id,
-                enabled=False,
-                next_run_at=None,
-                failures=0,
-                last_run_at=now,
-                last_status=outcome.status,
-                last_error=error,
-            )
-        else:
+            failures = attempt
+        elif not job.schedule.one_shot:
             retry_at = job.schedule.next_after(now, anchor=job.created_at)
-            still_there = await self.jobs.update(
-                job.id,
-                enabled=retry_at is not None,
-                next_run_at=retry_at,
-                failures=0,
-                last_run_at=now,
-                last_status=outcome.status,
-                last_error=error,
-            )
+        still_there = await self.jobs.update(
+            job.id,
+            enabled=retry_at is not None,
+            next_run_at=retry_at,
+            failures=failures,
+            last_run_at=now,
+            last_status=outcome.status,
+            last_error=error,
+            run=CronRun(job.id, started, now, outcome.status, detail),
+        )
         if still_there and retry_at is not None and not self._stopping:
             fresh = await self.jobs.get(job.id)
             if fresh is not None and fresh.enabled:

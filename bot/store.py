@@ -556,6 +556,15 @@ class Store:
             cur = await self._db.execute(sql, tuple(params))
         return cur.rowcount
 
+    async def execute_all(self, statements: Iterable[tuple[str, Iterable[Any]]]) -> list[int]:
+        """Several write statements in one transaction; their affected row counts."""
+        counts: list[int] = []
+        async with self._transaction() as db:
+            for sql, params in statements:
+                cur = await db.execute(sql, tuple(params))
+                counts.append(cur.rowcount)
+        return counts
+
     async def fetch_all(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
         async with self._db.execute(sql, tuple(params)) as cur:
             rows = await cur.fetchall()
