@@ -1,7 +1,8 @@
 """The Telegram adapter: python-telegram-bot's `Application` run inside the daemon's loop.
 
-Owns the Bot API connection (long polling, or an aiohttp webhook), normalising messages to
-`Inbound` and delivering `Outbound` as Telegram HTML (plain-text fallback), typing, previews.
+Owns the Bot API connection (long polling, or an aiohttp webhook), its status, and normalising
+messages to `Inbound`; delivery is in `telegram_delivery`, the streaming preview in
+`telegram_stream`, settings in `telegram_options`, pure text handling in `telegram_text`.
 
 Decisions: `account` is the bot's numeric id (the token's part before ":", as getMe says);
 answers quote the triggering message in groups only; `/cmd@otherbot` in a group is dropped;
@@ -13,37 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hmac
-import json
 import logging
 import os
-import random
-import re
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Coroutine
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, TypeVar
-from urllib.parse import quote, urlsplit
+from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
-from telegram import Message, MessageEntity, ReplyParameters, Update
-from telegram.constants import ChatAction, ParseMode
-from telegram.error import (
-    BadRequest,
-    ChatMigrated,
-    Conflict,
-    Forbidden,
-    InvalidToken,
-    NetworkError,
-    RetryAfter,
-    TelegramError,
-    TimedOut,
-)
+from telegram import Message, Update
+from telegram.constants import ChatAction
+from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
-from telegram.request import HTTPXRequest
 
 from channels.base import (
     ChannelStatus,
@@ -57,265 +41,34 @@ from channels.base import (
     image_too_large,
 )
 from channels.chunking import split_markdown
-from channels.formatting import render_plain, render_telegram_html
+from channels.telegram_delivery import MAX_RETRY_AFTER, TelegramSender
+from channels.telegram_errors import TelegramDeliveryError, describe_error
+from channels.telegram_options import TelegramOptions
+from channels.telegram_polling import ObservedRequest
+from channels.telegram_redaction import LOGGER_NAME, SecretRedactor, library_loggers
+from channels.telegram_stream import TelegramReplyStream
+from channels.telegram_text import IMAGE_TYPES, command_target, sniff_image_type, strip_bot_mentions
 from channels.typing import keep_typing
 
-log = logging.getLogger(__name__)
+__all__ = [
+    "MAX_RETRY_AFTER",
+    "RECONNECT_MAX_DELAY",
+    "SECRET_HEADER",
+    "START_WAIT",
+    "STOP_TIMEOUT",
+    "TelegramChannel",
+    "TelegramDeliveryError",
+    "TelegramOptions",
+    "TelegramReplyStream",
+    "strip_bot_mentions",
+]
 
-T = TypeVar("T")
+log = logging.getLogger(LOGGER_NAME)
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-MAX_RETRY_AFTER = 120.0  # a flood wait longer than this fails the send instead of blocking
 RECONNECT_MAX_DELAY = 30.0
 STOP_TIMEOUT = 2.0
 START_WAIT = 15.0  # start() returns after this even if the first attempt still hangs
-_IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
-_TOKEN_RE = re.compile(r"^(\d+):[A-Za-z0-9_-]+$")
-_WEBHOOK_SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
-_COMMAND_RE = re.compile(r"^/([A-Za-z0-9_]+)@([A-Za-z0-9_]+)")
-
-
-@dataclass(frozen=True, slots=True)
-class TelegramOptions:
-    """Settings of the Telegram channel (`channels.telegram` in config.yaml).
-
-    `base_file_url` defaults to `base_url` with its trailing "/bot" turned into "/file/bot",
-    which is right for api.telegram.org and for a local Bot API server alike.
-    """
-
-    token: str
-    base_url: str = "https://api.telegram.org/bot"
-    base_file_url: str | None = None
-    streaming: Literal["off", "partial"] = "partial"
-    stream_interval: float = 1.0
-    typing_interval: float = 4.0
-    max_image_bytes: int = 5_000_000
-    poll_timeout: int = 30
-    mode: Literal["polling", "webhook"] = "polling"
-    webhook_url: str = ""
-    webhook_secret: str = ""
-    webhook_listen: str = "127.0.0.1"
-    webhook_port: int = 8443
-    chunk_limit: int = 4000
-    send_attempts: int = 5
-    retry_backoff: float = 0.5
-    reconnect_delay: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not self.token:
-            raise ValueError(
-                "channels.telegram.token is empty: create a bot with @BotFather and set "
-                "TELEGRAM_BOT_TOKEN (or disable the channel)"
-            )
-        if not _TOKEN_RE.match(self.token):
-            raise ValueError(
-                "channels.telegram.token does not look like a bot token "
-                "(expected '<digits>:<secret>' as @BotFather prints it)"
-            )
-        if self.mode == "webhook":
-            if not self.webhook_url.startswith("https://") and not self.webhook_url.startswith(
-                "http://"
-            ):
-                raise ValueError(
-                    "channels.telegram.webhook_url must be the public https:// address Telegram "
-                    "posts updates to when mode is 'webhook'"
-                )
-            if not _WEBHOOK_SECRET_RE.match(self.webhook_secret):
-                raise ValueError(
-                    "channels.telegram.webhook_secret must be 1-256 characters of A-Z, a-z, 0-9, "
-                    "_ or - when mode is 'webhook' (Telegram echoes it so forged posts are refused)"
-                )
-        if not 1 <= self.chunk_limit <= 4096:
-            raise ValueError("channels.telegram.chunk_limit must be between 1 and 4096")
-        if self.send_attempts < 1:
-            raise ValueError("channels.telegram.send_attempts must be at least 1")
-
-    @property
-    def bot_id(self) -> int:
-        return int(self.token.split(":", 1)[0])
-
-    @property
-    def file_url(self) -> str:
-        if self.base_file_url:
-            return self.base_file_url
-        base = self.base_url.rstrip("/")
-        if base.endswith("/bot"):
-            return base[: -len("/bot")] + "/file/bot"
-        return base + "/file/bot"
-
-
-class TelegramDeliveryError(RuntimeError):
-    """Telegram did not take a message after the bounded retries; the text says why.
-
-    `retry_after` is Telegram's flood wait in seconds when that was the reason.
-    """
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-# ---------------------------------------------------------------------------------------------
-# Pure text handling (property-tested)
-
-
-def _utf16_to_index(text: str, offset: int) -> int:
-    """The Python index of a UTF-16 code unit offset, as Telegram counts entity offsets."""
-    units = 0
-    for index, char in enumerate(text):
-        if units >= offset:
-            return index
-        units += 2 if ord(char) > 0xFFFF else 1
-    return len(text)
-
-
-def _entity_text(text: str, entity: MessageEntity) -> str:
-    start = _utf16_to_index(text, entity.offset)
-    end = _utf16_to_index(text, entity.offset + entity.length)
-    return text[start:end]
-
-
-def strip_bot_mentions(
-    text: str, entities: Sequence[MessageEntity], username: str, bot_id: int
-) -> tuple[str, bool]:
-    """Remove the bot's mentions from `text` and say whether there was one.
-
-    A mention is a "mention" entity reading `@username` (any case) or a "text_mention" of the
-    bot's user id. A leading `/cmd@username` becomes `/cmd` and also counts as addressing the
-    bot. Offsets are Telegram's UTF-16 code units. Text around a removed mention is joined with
-    one space, and a "," or ":" left at the very start ("@bot, hi") is dropped.
-    """
-    handle = "@" + username.lower()
-    spans: list[tuple[int, int]] = []
-    for entity in entities:
-        is_ours = (
-            entity.type == MessageEntity.MENTION
-            and username
-            and _entity_text(text, entity).lower() == handle
-        ) or (
-            entity.type == MessageEntity.TEXT_MENTION
-            and entity.user is not None
-            and entity.user.id == bot_id
-        )
-        if is_ours:
-            start = _utf16_to_index(text, entity.offset)
-            spans.append((start, _utf16_to_index(text, entity.offset + entity.length)))
-    mentioned = bool(spans)
-    for start, end in sorted(spans, reverse=True):
-        left, right = text[:start].rstrip(), text[end:].lstrip()
-        text = f"{left} {right}" if left and right else left + right
-    if mentioned:
-        text = re.sub(r"^\s*[,:]", "", text)
-    text = text.strip()
-    command = _COMMAND_RE.match(text)
-    if command and username and command.group(2).lower() == username.lower():
-        text = "/" + command.group(1) + text[command.end() :]
-        mentioned = True
-    return text, mentioned
-
-
-def _command_target(text: str) -> str | None:
-    """The bot a leading `/cmd@name` is addressed to, if any."""
-    match = _COMMAND_RE.match(text.strip())
-    return match.group(2) if match else None
-
-
-def _sniff_image_type(data: bytes) -> str | None:
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
-
-
-def _retry_after_seconds(exc: RetryAfter) -> float:
-    value: object = exc.retry_after
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return float(value) if isinstance(value, int | float) else 1.0
-
-
-class _SecretRedactor(logging.Filter):
-    """Replaces the bot token (and webhook secret) in log records of PTB, httpx and ours."""
-
-    def __init__(self, secrets: Sequence[str]) -> None:
-        super().__init__()
-        forms: set[str] = set()
-        for secret in secrets:
-            if secret:
-                forms.update({secret, quote(secret, safe=""), quote(secret)})
-        self._forms = sorted(forms, key=len, reverse=True)
-
-    def redact(self, text: str) -> str:
-        for form in self._forms:
-            text = text.replace(form, "<redacted>")
-        return text
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        clean = self.redact(message)
-        if clean != message:
-            record.msg, record.args = clean, None
-        if record.exc_info and record.exc_info[1] is not None:
-            formatted = logging.Formatter().formatException(record.exc_info)
-            record.exc_text = self.redact(formatted)
-        return True
-
-
-def _library_loggers() -> list[logging.Logger]:
-    names = ["httpx", "httpcore", "aiohttp.access", "aiohttp.server", __name__]
-    names += [
-        name
-        for name, obj in logging.Logger.manager.loggerDict.items()
-        if isinstance(obj, logging.Logger) and name.startswith(("telegram", "httpcore"))
-    ]
-    return [logging.getLogger(name) for name in dict.fromkeys(names)]
-
-
-class _ObservedRequest(HTTPXRequest):
-    """HTTPXRequest that reports every getUpdates outcome, so polling health is visible."""
-
-    def __init__(self, on_poll: Callable[[BaseException | None], None], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._on_poll = on_poll
-
-    async def do_request(
-        self, url: str, method: str, *args: Any, **kwargs: Any
-    ) -> tuple[int, bytes]:
-        if not url.endswith("/getUpdates"):
-            return await super().do_request(url, method, *args, **kwargs)
-        try:
-            code, payload = await super().do_request(url, method, *args, **kwargs)
-        except Exception as exc:
-            self._on_poll(exc)
-            raise
-        self._on_poll(None if 200 <= code < 300 else _poll_error(code, payload))
-        return code, payload
-
-
-def _poll_error(code: int, payload: bytes) -> TelegramError:
-    """The error PTB will raise for a failed getUpdates answer, for the status line."""
-    try:
-        body = json.loads(payload)
-        description = str(body.get("description") or f"HTTP {code}")
-        retry_after = (body.get("parameters") or {}).get("retry_after")
-    except (ValueError, AttributeError):
-        description, retry_after = f"HTTP {code}", None
-    if retry_after:
-        return RetryAfter(retry_after)
-    if code in (401, 404):
-        return InvalidToken(description)
-    if code == 409:
-        return Conflict(description)
-    return NetworkError(description)
-
-
-# ---------------------------------------------------------------------------------------------
-# The channel
 
 
 class TelegramChannel:
@@ -328,7 +81,8 @@ class TelegramChannel:
         self._opt = options
         self.account = str(options.bot_id)
         self._username = ""
-        self._redactor = _SecretRedactor([options.token, options.webhook_secret])
+        self._redactor = SecretRedactor([options.token, options.webhook_secret])
+        self._sender = TelegramSender(options, self._redactor, lambda: self._app)
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._on_message: InboundHandler | None = None
         self._status = ChannelStatus(self.name, False, "not started")
@@ -339,7 +93,6 @@ class TelegramChannel:
         self._webhook_runner: web.AppRunner | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._tails: dict[str, asyncio.Future[None]] = {}
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._logged: list[logging.Logger] = []
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -356,7 +109,7 @@ class TelegramChannel:
         self._stopping = False
         self._first_attempt.clear()
         self._polling = False
-        for logger in _library_loggers():
+        for logger in library_loggers():
             logger.addFilter(self._redactor)
             self._logged.append(logger)
         self._app = self._build_app()
@@ -408,10 +161,10 @@ class TelegramChannel:
 
     def _build_app(self) -> Application[Any, Any, Any, Any, Any, Any]:
         opt = self._opt
-        poll_request = _ObservedRequest(
+        poll_request = ObservedRequest(
             self._on_poll_result, connection_pool_size=1, read_timeout=10.0
         )
-        request = _ObservedRequest(self._on_poll_result, connection_pool_size=64)
+        request = ObservedRequest(self._on_poll_result, connection_pool_size=64)
         app = (
             Application.builder()
             .token(opt.token)
@@ -534,16 +287,7 @@ class TelegramChannel:
         self._on_poll_result(error)
 
     def _describe(self, exc: BaseException) -> str:
-        if isinstance(exc, RetryAfter):
-            return f"rate limited for {_retry_after_seconds(exc):.0f} s"
-        if isinstance(exc, TimedOut):
-            return "timed out"
-        if isinstance(exc, InvalidToken):
-            return "token rejected: check channels.telegram.token"
-        if isinstance(exc, Conflict):
-            return "another process is polling this bot: run only one instance per token"
-        text = str(exc) or type(exc).__name__
-        return self._redactor.redact(text)
+        return describe_error(exc, self._redactor.redact)
 
     def _set_status(self, up: bool, detail: str, *, quiet: bool = False) -> None:
         detail = self._redactor.redact(detail)
@@ -583,7 +327,7 @@ class TelegramChannel:
         if sender is not None and sender.id == self._opt.bot_id:
             return False
         if message.chat.type != "private":
-            target = _command_target(message.text or message.caption or "")
+            target = command_target(message.text or message.caption or "")
             if target and target.lower() != self._username.lower():
                 return False  # a command for another bot in the same group
         return bool(
@@ -685,7 +429,9 @@ class TelegramChannel:
         app = self._app
         assert app is not None
         try:
-            file = await self._call("getFile", message.chat.id, lambda: app.bot.get_file(file_id))
+            file = await self._sender.call(
+                "getFile", message.chat.id, lambda: app.bot.get_file(file_id)
+            )
             data = bytes(await file.download_as_bytearray())
         except Exception as exc:
             log.warning(
@@ -696,8 +442,8 @@ class TelegramChannel:
             return [], ["[image could not be downloaded]"]
         if len(data) > cap:
             return [], [image_too_large(cap, len(data))]
-        media_type = _sniff_image_type(data) or declared
-        if media_type not in _IMAGE_TYPES:
+        media_type = sniff_image_type(data) or declared
+        if media_type not in IMAGE_TYPES:
             return [], [f"[image format not supported: {media_type or 'unknown'}]"]
         return [Image(media_type, data)], []
 
@@ -710,178 +456,8 @@ class TelegramChannel:
         """
         if not out.text.strip():
             return
-        await self._send_chunks(out.chat, split_markdown(out.text, self._opt.chunk_limit), True)
-
-    async def _send_chunks(self, chat: ChatRef, chunks: Sequence[str], quote_first: bool) -> None:
-        async with self._chat_lock(chat):
-            for index, chunk in enumerate(chunks):
-                if chunk.strip():
-                    await self._post(chat, chunk, quote=quote_first and index == 0, retry=True)
-
-    @contextlib.asynccontextmanager
-    async def _chat_lock(self, chat: ChatRef) -> AsyncIterator[None]:
-        key = f"{chat.chat_id}/{chat.thread_id}"
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users <= 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
-
-    def _bot_app(self) -> Application[Any, Any, Any, Any, Any, Any]:
-        if self._app is None:
-            raise TelegramDeliveryError(
-                "the Telegram channel is not running (start() was not called or stop() was)"
-            )
-        return self._app
-
-    async def _post(self, chat: ChatRef, markdown: str, *, quote: bool, retry: bool) -> int:
-        """Send one chunk as HTML (plain text if Telegram can't parse it); return its id."""
-        bot = self._bot_app().bot
-        chat_id: int | str = chat.chat_id
-        thread = int(chat.thread_id) if chat.thread_id else None
-        reply = (
-            ReplyParameters(int(chat.reply_to), allow_sending_without_reply=True)
-            if quote and chat.is_group and chat.reply_to and chat.reply_to.isdigit()
-            else None
-        )
-
-        async def attempt(text: str, parse_mode: str | None) -> Message:
-            nonlocal chat_id, thread
-            for _ in range(3):  # a group upgraded to a supergroup, a deleted forum topic
-                request = functools.partial(
-                    bot.send_message,
-                    chat_id,
-                    text,
-                    parse_mode=parse_mode,
-                    message_thread_id=thread,
-                    reply_parameters=reply,
-                )
-                try:
-                    return await self._call("sendMessage", chat_id, request, retry=retry)
-                except ChatMigrated as exc:
-                    log.info("telegram: chat %s is now %s; sending there", chat_id, exc.new_chat_id)
-                    chat_id = exc.new_chat_id
-                except BadRequest as exc:
-                    if thread is None or "thread not found" not in str(exc).lower():
-                        raise
-                    log.warning(
-                        "telegram: topic %s of chat %s is gone; sending to the chat",
-                        thread,
-                        chat_id,
-                    )
-                    thread = None
-            request = functools.partial(bot.send_message, chat_id, text, parse_mode=parse_mode)
-            return await self._call("sendMessage", chat_id, request, retry=retry)
-
-        try:
-            try:
-                sent = await attempt(render_telegram_html(markdown), ParseMode.HTML)
-            except BadRequest as exc:
-                if not _is_parse_error(exc):
-                    raise
-                log.info("telegram: HTML refused in chat %s (%s); sending plain text", chat_id, exc)
-                sent = await attempt(render_plain(markdown), None)
-        except TelegramError as exc:
-            raise self._delivery_error("send a message to", chat_id, exc) from None
-        return sent.message_id
-
-    async def _edit(self, chat: ChatRef, message_id: int, markdown: str, *, retry: bool) -> None:
-        """Replace the text of one of our messages; "not modified" counts as done."""
-        bot = self._bot_app().bot
-
-        async def attempt(text: str, parse_mode: str | None) -> None:
-            try:
-                await self._call(
-                    "editMessageText",
-                    chat.chat_id,
-                    lambda: bot.edit_message_text(
-                        text, chat_id=chat.chat_id, message_id=message_id, parse_mode=parse_mode
-                    ),
-                    retry=retry,
-                )
-            except BadRequest as exc:
-                if "not modified" not in str(exc).lower():
-                    raise
-
-        try:
-            await attempt(render_telegram_html(markdown), ParseMode.HTML)
-        except BadRequest as exc:
-            if not _is_parse_error(exc):
-                raise
-            log.info("telegram: HTML refused in chat %s (%s); editing as plain", chat.chat_id, exc)
-            await attempt(render_plain(markdown), None)
-
-    async def _delete(self, chat: ChatRef, message_id: int) -> None:
-        bot = self._bot_app().bot
-        await self._call(
-            "deleteMessage",
-            chat.chat_id,
-            lambda: bot.delete_message(chat.chat_id, message_id),
-            retry=True,
-        )
-
-    async def _call(
-        self,
-        what: str,
-        chat_id: int | str,
-        op: Callable[[], Awaitable[T]],
-        *,
-        retry: bool = True,
-    ) -> T:
-        """Run one Bot API call, waiting out flood limits and retrying network errors."""
-        attempts = self._opt.send_attempts if retry else 1
-        for attempt in range(1, attempts + 1):
-            try:
-                return await op()
-            except RetryAfter as exc:
-                wait = _retry_after_seconds(exc)
-                if attempt == attempts or wait > MAX_RETRY_AFTER:
-                    raise
-                log.info(
-                    "telegram: %s in chat %s rate limited; waiting %.1f s", what, chat_id, wait
-                )
-                await asyncio.sleep(wait)
-            except (BadRequest, Forbidden, InvalidToken, ChatMigrated, Conflict):
-                raise
-            except NetworkError as exc:
-                if attempt == attempts:
-                    raise
-                delay = self._opt.retry_backoff * 2 ** (attempt - 1) * random.uniform(1.0, 1.2)
-                log.warning(
-                    "telegram: %s in chat %s failed (%s); retry %d/%d in %.1f s",
-                    what,
-                    chat_id,
-                    self._describe(exc),
-                    attempt,
-                    attempts - 1,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _delivery_error(
-        self, action: str, chat_id: int | str, exc: TelegramError
-    ) -> TelegramDeliveryError:
-        if isinstance(exc, Forbidden):
-            hint = "the bot was blocked by the user or removed from the chat"
-        elif isinstance(exc, RetryAfter):
-            hint = f"Telegram's flood limit asks to wait {_retry_after_seconds(exc):.0f} s"
-        elif isinstance(exc, BadRequest):
-            hint = "Telegram refused the request"
-        elif isinstance(exc, NetworkError):
-            hint = f"Telegram stayed unreachable after {self._opt.send_attempts} attempts"
-        else:
-            hint = "Telegram returned an error"
-        reason = self._redactor.redact(str(exc))
-        retry_after = _retry_after_seconds(exc) if isinstance(exc, RetryAfter) else None
-        return TelegramDeliveryError(
-            f"could not {action} Telegram chat {chat_id}: {hint} ({reason})", retry_after
+        await self._sender.send_chunks(
+            out.chat, split_markdown(out.text, self._opt.chunk_limit), True
         )
 
     # -- typing and streaming -------------------------------------------------------------
@@ -891,7 +467,7 @@ class TelegramChannel:
         thread = int(chat.thread_id) if chat.thread_id else None
 
         async def start() -> None:
-            bot = self._bot_app().bot
+            bot = self._sender.bot_app().bot
             await bot.send_chat_action(chat.chat_id, ChatAction.TYPING, message_thread_id=thread)
 
         return keep_typing(start, None, self._opt.typing_interval)
@@ -900,111 +476,3 @@ class TelegramChannel:
         if self._opt.streaming == "off":
             return FinalOnlyStream(self.send, chat)
         return TelegramReplyStream(self, chat)
-
-
-def _is_parse_error(exc: BadRequest) -> bool:
-    return "can't parse entities" in str(exc).lower()
-
-
-class TelegramReplyStream:
-    """One preview message, edited at most every `stream_interval` s, finalised in place."""
-
-    def __init__(self, channel: TelegramChannel, chat: ChatRef) -> None:
-        self._channel = channel
-        self._chat = chat
-        self._interval = channel._opt.stream_interval
-        self._limit = channel._opt.chunk_limit
-        self._latest = ""
-        self._shown = ""
-        self._message_id: int | None = None
-        self._wake = asyncio.Event()
-        self._closed = asyncio.Event()
-        self._worker: asyncio.Task[None] | None = None
-        self._not_before = 0.0
-
-    async def update(self, text: str) -> None:
-        if self._closed.is_set() or not text.strip():
-            return
-        self._latest = text
-        self._wake.set()
-        if self._worker is None:
-            self._worker = self._channel._spawn(self._run(), "telegram-preview")
-
-    async def finish(self, text: str) -> None:
-        await self._close()
-        message_id = self._message_id
-        if not text.strip():
-            if message_id is not None:
-                with contextlib.suppress(TelegramError):
-                    await self._channel._delete(self._chat, message_id)
-            return
-        chunks = split_markdown(text, self._limit)
-        if message_id is None:
-            await self._channel._send_chunks(self._chat, chunks, True)
-            return
-        try:
-            # A preview that already shows the first chunk needs no edit (Telegram would
-            # refuse it as "not modified"): one Bot API call less for most short replies.
-            if split_markdown(self._shown, self._limit)[:1] != chunks[:1]:
-                await self._channel._edit(self._chat, message_id, chunks[0], retry=True)
-        except BadRequest as exc:
-            if "not found" not in str(exc).lower():
-                raise self._channel._delivery_error(
-                    "edit a message in", self._chat.chat_id, exc
-                ) from None
-            await self._channel._send_chunks(self._chat, chunks[:1], False)
-        except TelegramError as exc:
-            raise self._channel._delivery_error(
-                "edit a message in", self._chat.chat_id, exc
-            ) from None
-        if len(chunks) > 1:
-            await self._channel._send_chunks(self._chat, chunks[1:], False)
-
-    async def abort(self) -> None:
-        await self._close()
-
-    async def _close(self) -> None:
-        self._closed.set()
-        self._wake.set()
-        if self._worker is not None:
-            await asyncio.wait([self._worker])  # never raises, even if stop() cancelled it
-
-    async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            if self._closed.is_set():
-                return
-            self._wake.clear()
-            text = self._latest
-            if text != self._shown:
-                await self._show(text)
-            delay = max(self._interval, self._not_before - time.monotonic())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closed.wait(), delay)
-            if self._closed.is_set():
-                return
-
-    async def _show(self, text: str) -> None:
-        preview = split_markdown(text, self._limit)[:1]
-        if not preview:
-            return
-        try:
-            if self._message_id is None:
-                self._message_id = await self._channel._post(
-                    self._chat, preview[0], quote=True, retry=False
-                )
-            else:
-                await self._channel._edit(self._chat, self._message_id, preview[0], retry=False)
-            self._shown = text
-        except RetryAfter as exc:
-            self._not_before = time.monotonic() + _retry_after_seconds(exc)
-        except TelegramDeliveryError as exc:
-            if exc.retry_after is not None:
-                self._not_before = time.monotonic() + exc.retry_after
-            log.debug("telegram: preview failed in chat %s: %s", self._chat.chat_id, exc)
-        except TelegramError as exc:
-            log.debug(
-                "telegram: preview edit failed in chat %s: %s",
-                self._chat.chat_id,
-                self._channel._describe(exc),
-            )

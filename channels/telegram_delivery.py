@@ -1,0 +1,242 @@
+"""The Telegram send path: one chunk posted, edited or deleted through the Bot API.
+
+Owns `TelegramSender`: per-chat (and topic) ordering, HTML with a plain-text fallback,
+migrated chats and vanished topics, flood waits and network retries within bounds, and the
+`TelegramDeliveryError` whose text says what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from telegram import Message, ReplyParameters
+from telegram.constants import ParseMode
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    Conflict,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
+from telegram.ext import Application
+
+from channels.base import ChatRef
+from channels.formatting import render_plain, render_telegram_html
+from channels.telegram_errors import (
+    TelegramDeliveryError,
+    describe_error,
+    is_parse_error,
+    retry_after_seconds,
+)
+from channels.telegram_options import TelegramOptions
+from channels.telegram_redaction import LOGGER_NAME, SecretRedactor
+
+log = logging.getLogger(LOGGER_NAME)
+
+T = TypeVar("T")
+
+MAX_RETRY_AFTER = 120.0  # a flood wait longer than this fails the send instead of blocking
+
+
+class TelegramSender:
+    """Bot API calls that deliver to chats, for one channel.
+
+    `current_app` returns the channel's running PTB `Application`, or None when the channel is
+    not running (then every call raises `TelegramDeliveryError`).
+    """
+
+    def __init__(
+        self,
+        options: TelegramOptions,
+        redactor: SecretRedactor,
+        current_app: Callable[[], Application[Any, Any, Any, Any, Any, Any] | None],
+    ) -> None:
+        self._opt = options
+        self._redactor = redactor
+        self._current_app = current_app
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    async def send_chunks(self, chat: ChatRef, chunks: Sequence[str], quote_first: bool) -> None:
+        async with self._chat_lock(chat):
+            for index, chunk in enumerate(chunks):
+                if chunk.strip():
+                    await self.post(chat, chunk, quote=quote_first and index == 0, retry=True)
+
+    @contextlib.asynccontextmanager
+    async def _chat_lock(self, chat: ChatRef) -> AsyncIterator[None]:
+        key = f"{chat.chat_id}/{chat.thread_id}"
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    def bot_app(self) -> Application[Any, Any, Any, Any, Any, Any]:
+        app = self._current_app()
+        if app is None:
+            raise TelegramDeliveryError(
+                "the Telegram channel is not running (start() was not called or stop() was)"
+            )
+        return app
+
+    async def post(self, chat: ChatRef, markdown: str, *, quote: bool, retry: bool) -> int:
+        """Send one chunk as HTML (plain text if Telegram can't parse it); return its id."""
+        bot = self.bot_app().bot
+        chat_id: int | str = chat.chat_id
+        thread = int(chat.thread_id) if chat.thread_id else None
+        reply = (
+            ReplyParameters(int(chat.reply_to), allow_sending_without_reply=True)
+            if quote and chat.is_group and chat.reply_to and chat.reply_to.isdigit()
+            else None
+        )
+
+        async def attempt(text: str, parse_mode: str | None) -> Message:
+            nonlocal chat_id, thread
+            for _ in range(3):  # a group upgraded to a supergroup, a deleted forum topic
+                request = functools.partial(
+                    bot.send_message,
+                    chat_id,
+                    text,
+                    parse_mode=parse_mode,
+                    message_thread_id=thread,
+                    reply_parameters=reply,
+                )
+                try:
+                    return await self.call("sendMessage", chat_id, request, retry=retry)
+                except ChatMigrated as exc:
+                    log.info("telegram: chat %s is now %s; sending there", chat_id, exc.new_chat_id)
+                    chat_id = exc.new_chat_id
+                except BadRequest as exc:
+                    if thread is None or "thread not found" not in str(exc).lower():
+                        raise
+                    log.warning(
+                        "telegram: topic %s of chat %s is gone; sending to the chat",
+                        thread,
+                        chat_id,
+                    )
+                    thread = None
+            request = functools.partial(bot.send_message, chat_id, text, parse_mode=parse_mode)
+            return await self.call("sendMessage", chat_id, request, retry=retry)
+
+        try:
+            try:
+                sent = await attempt(render_telegram_html(markdown), ParseMode.HTML)
+            except BadRequest as exc:
+                if not is_parse_error(exc):
+                    raise
+                log.info("telegram: HTML refused in chat %s (%s); sending plain text", chat_id, exc)
+                sent = await attempt(render_plain(markdown), None)
+        except TelegramError as exc:
+            raise self.delivery_error("send a message to", chat_id, exc) from None
+        return sent.message_id
+
+    async def edit(self, chat: ChatRef, message_id: int, markdown: str, *, retry: bool) -> None:
+        """Replace the text of one of our messages; "not modified" counts as done."""
+        bot = self.bot_app().bot
+
+        async def attempt(text: str, parse_mode: str | None) -> None:
+            try:
+                await self.call(
+                    "editMessageText",
+                    chat.chat_id,
+                    lambda: bot.edit_message_text(
+                        text, chat_id=chat.chat_id, message_id=message_id, parse_mode=parse_mode
+                    ),
+                    retry=retry,
+                )
+            except BadRequest as exc:
+                if "not modified" not in str(exc).lower():
+                    raise
+
+        try:
+            await attempt(render_telegram_html(markdown), ParseMode.HTML)
+        except BadRequest as exc:
+            if not is_parse_error(exc):
+                raise
+            log.info("telegram: HTML refused in chat %s (%s); editing as plain", chat.chat_id, exc)
+            await attempt(render_plain(markdown), None)
+
+    async def delete(self, chat: ChatRef, message_id: int) -> None:
+        bot = self.bot_app().bot
+        await self.call(
+            "deleteMessage",
+            chat.chat_id,
+            lambda: bot.delete_message(chat.chat_id, message_id),
+            retry=True,
+        )
+
+    async def call(
+        self,
+        what: str,
+        chat_id: int | str,
+        op: Callable[[], Awaitable[T]],
+        *,
+        retry: bool = True,
+    ) -> T:
+        """Run one Bot API call, waiting out flood limits and retrying network errors."""
+        attempts = self._opt.send_attempts if retry else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return await op()
+            except RetryAfter as exc:
+                wait = retry_after_seconds(exc)
+                if attempt == attempts or wait > MAX_RETRY_AFTER:
+                    raise
+                log.info(
+                    "telegram: %s in chat %s rate limited; waiting %.1f s", what, chat_id, wait
+                )
+                await asyncio.sleep(wait)
+            except (BadRequest, Forbidden, InvalidToken, ChatMigrated, Conflict):
+                raise
+            except NetworkError as exc:
+                if attempt == attempts:
+                    raise
+                delay = self._opt.retry_backoff * 2 ** (attempt - 1) * random.uniform(1.0, 1.2)
+                log.warning(
+                    "telegram: %s in chat %s failed (%s); retry %d/%d in %.1f s",
+                    what,
+                    chat_id,
+                    self.describe(exc),
+                    attempt,
+                    attempts - 1,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def delivery_error(
+        self, action: str, chat_id: int | str, exc: TelegramError
+    ) -> TelegramDeliveryError:
+        if isinstance(exc, Forbidden):
+            hint = "the bot was blocked by the user or removed from the chat"
+        elif isinstance(exc, RetryAfter):
+            hint = f"Telegram's flood limit asks to wait {retry_after_seconds(exc):.0f} s"
+        elif isinstance(exc, BadRequest):
+            hint = "Telegram refused the request"
+        elif isinstance(exc, NetworkError):
+            hint = f"Telegram stayed unreachable after {self._opt.send_attempts} attempts"
+        else:
+            hint = "Telegram returned an error"
+        reason = self._redactor.redact(str(exc))
+        retry_after = retry_after_seconds(exc) if isinstance(exc, RetryAfter) else None
+        return TelegramDeliveryError(
+            f"could not {action} Telegram chat {chat_id}: {hint} ({reason})", retry_after
+        )
+
+    def describe(self, exc: BaseException) -> str:
+        return describe_error(exc, self._redactor.redact)

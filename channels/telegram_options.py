@@ -1,0 +1,83 @@
+"""The Telegram channel's settings (`channels.telegram` in config.yaml), checked on creation.
+
+Owns `TelegramOptions`: every knob of the adapter with its default, the token and webhook
+checks whose errors name the config key to fix, and the derived bot id and file URL.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+_TOKEN_RE = re.compile(r"^(\d+):[A-Za-z0-9_-]+$")
+_WEBHOOK_SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
+
+
+@dataclass(frozen=True, slots=True)
+class TelegramOptions:
+    """Settings of the Telegram channel (`channels.telegram` in config.yaml).
+
+    `base_file_url` defaults to `base_url` with its trailing "/bot" turned into "/file/bot",
+    which is right for api.telegram.org and for a local Bot API server alike.
+    """
+
+    token: str
+    base_url: str = "https://api.telegram.org/bot"
+    base_file_url: str | None = None
+    streaming: Literal["off", "partial"] = "partial"
+    stream_interval: float = 1.0
+    typing_interval: float = 4.0
+    max_image_bytes: int = 5_000_000
+    poll_timeout: int = 30
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str = ""
+    webhook_secret: str = ""
+    webhook_listen: str = "127.0.0.1"
+    webhook_port: int = 8443
+    chunk_limit: int = 4000
+    send_attempts: int = 5
+    retry_backoff: float = 0.5
+    reconnect_delay: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.token:
+            raise ValueError(
+                "channels.telegram.token is empty: create a bot with @BotFather and set "
+                "TELEGRAM_BOT_TOKEN (or disable the channel)"
+            )
+        if not _TOKEN_RE.match(self.token):
+            raise ValueError(
+                "channels.telegram.token does not look like a bot token "
+                "(expected '<digits>:<secret>' as @BotFather prints it)"
+            )
+        if self.mode == "webhook":
+            if not self.webhook_url.startswith("https://") and not self.webhook_url.startswith(
+                "http://"
+            ):
+                raise ValueError(
+                    "channels.telegram.webhook_url must be the public https:// address Telegram "
+                    "posts updates to when mode is 'webhook'"
+                )
+            if not _WEBHOOK_SECRET_RE.match(self.webhook_secret):
+                raise ValueError(
+                    "channels.telegram.webhook_secret must be 1-256 characters of A-Z, a-z, 0-9, "
+                    "_ or - when mode is 'webhook' (Telegram echoes it so forged posts are refused)"
+                )
+        if not 1 <= self.chunk_limit <= 4096:
+            raise ValueError("channels.telegram.chunk_limit must be between 1 and 4096")
+        if self.send_attempts < 1:
+            raise ValueError("channels.telegram.send_attempts must be at least 1")
+
+    @property
+    def bot_id(self) -> int:
+        return int(self.token.split(":", 1)[0])
+
+    @property
+    def file_url(self) -> str:
+        if self.base_file_url:
+            return self.base_file_url
+        base = self.base_url.rstrip("/")
+        if base.endswith("/bot"):
+            return base[: -len("/bot")] + "/file/bot"
+        return base + "/file/bot"

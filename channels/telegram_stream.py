@@ -1,0 +1,131 @@
+"""The Telegram streaming preview: a reply shown while it is written, then finalised in place.
+
+Owns `TelegramReplyStream`: one preview message edited at most every `stream_interval` s
+(flood waits respected, failures never end the turn), and the final edit plus any further
+chunks, or the preview's deletion when the reply turns out silent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from telegram.error import BadRequest, RetryAfter, TelegramError
+
+from channels.base import ChatRef
+from channels.chunking import split_markdown
+from channels.telegram_errors import TelegramDeliveryError, retry_after_seconds
+from channels.telegram_redaction import LOGGER_NAME
+
+if TYPE_CHECKING:
+    from channels.telegram import TelegramChannel
+
+log = logging.getLogger(LOGGER_NAME)
+
+
+class TelegramReplyStream:
+    """One preview message, edited at most every `stream_interval` s, finalised in place."""
+
+    def __init__(self, channel: TelegramChannel, chat: ChatRef) -> None:
+        self._channel = channel
+        self._sender = channel._sender
+        self._chat = chat
+        self._interval = channel._opt.stream_interval
+        self._limit = channel._opt.chunk_limit
+        self._latest = ""
+        self._shown = ""
+        self._message_id: int | None = None
+        self._wake = asyncio.Event()
+        self._closed = asyncio.Event()
+        self._worker: asyncio.Task[None] | None = None
+        self._not_before = 0.0
+
+    async def update(self, text: str) -> None:
+        if self._closed.is_set() or not text.strip():
+            return
+        self._latest = text
+        self._wake.set()
+        if self._worker is None:
+            self._worker = self._channel._spawn(self._run(), "telegram-preview")
+
+    async def finish(self, text: str) -> None:
+        await self._close()
+        message_id = self._message_id
+        if not text.strip():
+            if message_id is not None:
+                with contextlib.suppress(TelegramError):
+                    await self._sender.delete(self._chat, message_id)
+            return
+        chunks = split_markdown(text, self._limit)
+        if message_id is None:
+            await self._sender.send_chunks(self._chat, chunks, True)
+            return
+        try:
+            # A preview that already shows the first chunk needs no edit (Telegram would
+            # refuse it as "not modified"): one Bot API call less for most short replies.
+            if split_markdown(self._shown, self._limit)[:1] != chunks[:1]:
+                await self._sender.edit(self._chat, message_id, chunks[0], retry=True)
+        except BadRequest as exc:
+            if "not found" not in str(exc).lower():
+                raise self._sender.delivery_error(
+                    "edit a message in", self._chat.chat_id, exc
+                ) from None
+            await self._sender.send_chunks(self._chat, chunks[:1], False)
+        except TelegramError as exc:
+            raise self._sender.delivery_error(
+                "edit a message in", self._chat.chat_id, exc
+            ) from None
+        if len(chunks) > 1:
+            await self._sender.send_chunks(self._chat, chunks[1:], False)
+
+    async def abort(self) -> None:
+        await self._close()
+
+    async def _close(self) -> None:
+        self._closed.set()
+        self._wake.set()
+        if self._worker is not None:
+            await asyncio.wait([self._worker])  # never raises, even if stop() cancelled it
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            if self._closed.is_set():
+                return
+            self._wake.clear()
+            text = self._latest
+            if text != self._shown:
+                await self._show(text)
+            delay = max(self._interval, self._not_before - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closed.wait(), delay)
+            if self._closed.is_set():
+                return
+
+    async def _show(self, text: str) -> None:
+        preview = split_markdown(text, self._limit)[:1]
+        if not preview:
+            return
+        try:
+            if self._message_id is None:
+                self._message_id = await self._sender.post(
+                    self._chat, preview[0], quote=True, retry=False
+                )
+            else:
+                await self._sender.edit(self._chat, self._message_id, preview[0], retry=False)
+            self._shown = text
+        except RetryAfter as exc:
+            self._not_before = time.monotonic() + retry_after_seconds(exc)
+        except TelegramDeliveryError as exc:
+            if exc.retry_after is not None:
+                self._not_before = time.monotonic() + exc.retry_after
+            log.debug("telegram: preview failed in chat %s: %s", self._chat.chat_id, exc)
+        except TelegramError as exc:
+            log.debug(
+                "telegram: preview edit failed in chat %s: %s",
+                self._chat.chat_id,
+                self._sender.describe(exc),
+            )
