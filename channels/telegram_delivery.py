@@ -133,9 +133,15 @@ class TelegramSender:
             request = functools.partial(bot.send_message, chat_id, text, parse_mode=parse_mode)
             return await self.call("sendMessage", chat_id, request, retry=retry)
 
+        html = render_telegram_html(markdown)
         try:
             try:
-                sent = await attempt(render_telegram_html(markdown), ParseMode.HTML)
+                if not html.strip():
+                    # Markup with nothing to show (an empty code block, `[]()`): Telegram
+                    # refuses an empty text, so send what was written, as it was written.
+                    sent = await attempt(markdown, None)
+                else:
+                    sent = await attempt(html, ParseMode.HTML)
             except BadRequest as exc:
                 if not is_parse_error(exc):
                     raise

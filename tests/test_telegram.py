@@ -315,6 +315,16 @@ async def test_long_reply_is_sent_as_ordered_chunks_within_the_limit(
     assert all(len(t) <= 4096 for t in tg.texts())
 
 
+async def test_markup_that_renders_to_nothing_is_sent_as_written(
+    tg: FakeTelegram, bot: Running
+) -> None:
+    chat = ChatRef("telegram", str(BOT_ID), "dm", "42")
+    await bot.channel.send(Outbound(chat, "```\n```"))
+    (sent,) = tg.calls("sendMessage", ok_only=False)
+    assert sent.status == 200
+    assert sent.params["text"] == "```\n```" and "parse_mode" not in sent.params
+
+
 async def test_html_rejected_by_telegram_is_resent_as_plain_text(
     tg: FakeTelegram, bot: Running
 ) -> None:
