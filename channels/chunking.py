@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["Fence", "MarkdownChunk", "parse_fence", "split_markdown", "split_markdown_chunks"]
@@ -107,9 +108,30 @@ class MarkdownChunk:
         return f"{head}{self.body}{tail}"
 
 
-def split_markdown(text: str, limit: int = 4000) -> list[str]:
-    """Split Markdown into chunks of at most `limit` characters; see the module docstring."""
-    return [chunk.text for chunk in split_markdown_chunks(text, limit)]
+def split_markdown(
+    text: str, limit: int = 4000, *, measure: Callable[[str], int] | None = None
+) -> list[str]:
+    """Split Markdown into chunks of at most `limit` characters; see the module docstring.
+
+    `measure` counts length the platform's way when that is not code points (Telegram and
+    Signal count UTF-16 units, so an emoji is 2): a chunk over `limit` by that measure is
+    split again, smaller, until every chunk fits.
+    """
+    chunks = [chunk.text for chunk in split_markdown_chunks(text, limit)]
+    if measure is None:
+        return chunks
+    fitted: list[str] = []
+    for chunk in chunks:
+        size = measure(chunk)
+        smaller = limit
+        parts = [chunk]
+        while size > limit and smaller > 1:
+            # Each chunk is self-contained Markdown (fences closed), so it splits cleanly.
+            smaller = max(1, min(smaller - 1, smaller * limit // size))
+            parts = [c.text for c in split_markdown_chunks(chunk, smaller)]
+            size = max(measure(p) for p in parts)
+        fitted.extend(parts)
+    return fitted
 
 
 def split_markdown_chunks(text: str, limit: int = 4000) -> list[MarkdownChunk]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from channels.base import Outbound
 from channels.chunking import split_markdown
-from channels.formatting import render_signal_text
+from channels.formatting import render_signal_text, utf16_len
 from channels.signal_api import SignalApi, SignalApiError, error_text
 from channels.signal_text import parse_message_id, to_styled_mode
 
@@ -80,7 +80,7 @@ class SignalSender:
         """Deliver Markdown: chunked, styled where safe, the first chunk quoting the message it
         answers (groups only). Raises `SignalApiError` when it cannot be delivered."""
         self._api.require_session()  # not started is not worth retrying
-        chunks = split_markdown(out.text, self._chunk_limit)
+        chunks = split_markdown(out.text, self._chunk_limit, measure=utf16_len)
         quote = parse_message_id(out.chat.reply_to) if out.chat.is_group else None
         async with self._chat_turn(out.chat.chat_id):
             for chunk in chunks:

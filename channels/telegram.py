@@ -41,6 +41,7 @@ from channels.base import (
     image_too_large,
 )
 from channels.chunking import split_markdown
+from channels.formatting import utf16_len
 from channels.telegram_delivery import MAX_RETRY_AFTER, TelegramSender
 from channels.telegram_errors import TelegramDeliveryError, describe_error
 from channels.telegram_options import TelegramOptions
@@ -457,7 +458,7 @@ class TelegramChannel:
         if not out.text.strip():
             return
         await self._sender.send_chunks(
-            out.chat, split_markdown(out.text, self._opt.chunk_limit), True
+            out.chat, split_markdown(out.text, self._opt.chunk_limit, measure=utf16_len), True
         )
 
     # -- typing and streaming -------------------------------------------------------------

@@ -17,6 +17,7 @@ from telegram.error import BadRequest, RetryAfter, TelegramError
 
 from channels.base import ChatRef
 from channels.chunking import split_markdown
+from channels.formatting import utf16_len
 from channels.telegram_errors import TelegramDeliveryError, retry_after_seconds
 from channels.telegram_redaction import LOGGER_NAME
 
@@ -59,14 +60,14 @@ class TelegramReplyStream:
                 with contextlib.suppress(TelegramError):
                     await self._sender.delete(self._chat, message_id)
             return
-        chunks = split_markdown(text, self._limit)
+        chunks = split_markdown(text, self._limit, measure=utf16_len)
         if message_id is None:
             await self._sender.send_chunks(self._chat, chunks, True)
             return
         try:
             # A preview that already shows the first chunk needs no edit (Telegram would
             # refuse it as "not modified"): one Bot API call less for most short replies.
-            if split_markdown(self._shown, self._limit)[:1] != chunks[:1]:
+            if split_markdown(self._shown, self._limit, measure=utf16_len)[:1] != chunks[:1]:
                 await self._sender.edit(self._chat, message_id, chunks[0], retry=True)
         except BadRequest as exc:
             if "not found" not in str(exc).lower():
@@ -106,7 +107,7 @@ class TelegramReplyStream:
                 return
 
     async def _show(self, text: str) -> None:
-        preview = split_markdown(text, self._limit)[:1]
+        preview = split_markdown(text, self._limit, measure=utf16_len)[:1]
         if not preview:
             return
         try:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from channels.chunking import MarkdownChunk, split_markdown, split_markdown_chunks
+from channels.formatting import utf16_len
 
 # -- an independent reading of the guarantees, used by every test below --
 
@@ -260,3 +261,19 @@ def test_chunks_that_start_inside_a_fence_reopen_it_with_the_original_line(
         if before.close:
             assert after.reopen, "a fence closed at a cut must be reopened"
             assert after.reopen.lstrip()[:3] == before.close.lstrip()[:3]
+
+
+def test_measure_resplits_chunks_that_are_too_long_the_platforms_way() -> None:
+    text = "😀" * 3000 + "\n\n```python\n" + "x = '😀'\n" * 400 + "```"
+    plain = split_markdown(text, 4000)
+    assert any(utf16_len(c) > 4000 for c in plain)  # emoji count twice in UTF-16
+    chunks = split_markdown(text, 4000, measure=utf16_len)
+    assert all(utf16_len(c) <= 4000 for c in chunks)
+    assert "".join(chunks).count("😀") == text.count("😀")
+    assert all(c.count("```") % 2 == 0 for c in chunks)
+
+
+@given(st.text(alphabet="ab😀𝄞\n `*", max_size=300), st.integers(min_value=8, max_value=60))
+def test_measured_chunks_always_fit(text: str, limit: int) -> None:
+    for chunk in split_markdown(text, limit, measure=utf16_len):
+        assert utf16_len(chunk) <= limit
