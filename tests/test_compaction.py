@@ -93,7 +93,7 @@ async def test_a_long_conversation_compacts_itself_and_keeps_its_context(
         for i, line in enumerate(["my cat is Miso", "I like green tea", "a", "b", "c"], 1):
             await chan.say(line, chat_id="owner")
             await chan.wait_sent(i)
-            await asyncio.wait_for(daemon.gateway._idle.wait(), 5)  # type: ignore[union-attr]
+            await asyncio.wait_for(daemon.gateway.wait_idle(), 5)  # type: ignore[union-attr]
         assert daemon.upkeep is not None
         await asyncio.wait_for(daemon.upkeep.wait_idle(), 10)
 
@@ -124,7 +124,7 @@ async def test_compact_command_summarises_on_demand(tmp_path: Path, fake: FakeAn
         for i, line in enumerate(["one", "two", "three"], 1):
             await chan.say(line, chat_id="owner")
             await chan.wait_sent(i)
-            await asyncio.wait_for(daemon.gateway._idle.wait(), 5)  # type: ignore[union-attr]
+            await asyncio.wait_for(daemon.gateway.wait_idle(), 5)  # type: ignore[union-attr]
         await chan.say("/compact", chat_id="owner")
         await chan.wait_sent(4)
         assert chan.texts()[-1] == "Compacted: 2 older messages are now a summary."

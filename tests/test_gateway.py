@@ -35,7 +35,7 @@ def gated(fake: FakeAnthropic) -> asyncio.Event:
 
 
 async def settle(daemon: Any) -> None:
-    await asyncio.wait_for(daemon.gateway._idle.wait(), 5)
+    await asyncio.wait_for(daemon.gateway.wait_idle(), 5)
 
 
 async def test_dm_gets_an_answer_with_typing_shown_while_it_runs(

@@ -43,7 +43,7 @@ def heartbeat_of(daemon: Daemon, tasks: str | None = TASKS) -> Heartbeat:
 async def settle(daemon: Daemon) -> None:
     """Wait until no turn runs (a reply is sent a moment before its turn ends)."""
     assert daemon.gateway is not None
-    await asyncio.wait_for(daemon.gateway._idle.wait(), 5)
+    await asyncio.wait_for(daemon.gateway.wait_idle(), 5)
 
 
 def answer(fake: FakeAnthropic, text: str) -> None:

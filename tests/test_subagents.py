@@ -86,7 +86,7 @@ async def fake() -> AsyncIterator[FakeAnthropic]:
 async def settle(daemon: Daemon) -> None:
     assert daemon.subagents is not None and daemon.gateway is not None
     assert await daemon.subagents.join(5)
-    await asyncio.wait_for(daemon.gateway._idle.wait(), 5)
+    await asyncio.wait_for(daemon.gateway.wait_idle(), 5)
 
 
 async def child_sessions(store: Store) -> list[SessionRow]:
