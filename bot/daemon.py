@@ -62,6 +62,7 @@ class Daemon:
         self.subagents: SubagentRunner | None = None
         self.announcer: LaneAnnouncer | None = None
         self.scheduler: Scheduler | None = None
+        self._stopped = False
 
     async def start(self) -> None:
         began = time.perf_counter()
@@ -167,6 +168,10 @@ class Daemon:
             await self.stop()
 
     async def stop(self) -> None:
+        """Shut down (see the module docstring); calling it again does nothing."""
+        if self._stopped:
+            return
+        self._stopped = True
         sd_notify("STOPPING=1\nSTATUS=Perch is shutting down")
         log.info("shutting down")
         if self._status_task is not None:

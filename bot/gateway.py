@@ -74,9 +74,6 @@ class Gateway:
     # -- intake -------------------------------------------------------------------------
 
     async def on_message(self, inbound: Inbound) -> None:
-        if not self.accepting:
-            log.info("shutting down: not accepting %s", _where(inbound))
-            return
         key = SessionKey.for_chat(self.config.agent.id, inbound.chat)
         inbox_id = await self.store.inbox_add(
             inbound.chat.channel,
@@ -88,6 +85,10 @@ class Gateway:
         )
         if inbox_id is None:
             log.info("duplicate message %s from %s dropped", inbound.message_id, _where(inbound))
+            return
+        if not self.accepting:
+            # Shutting down: the message stays open in the inbox and runs after the restart.
+            log.info("shutting down: %s kept for the next start", _where(inbound))
             return
         await self._process(inbound, key, inbox_id)
 

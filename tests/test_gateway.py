@@ -406,3 +406,24 @@ async def test_a_group_whose_context_is_crowded_runs_one_turn_at_a_time(
         await chan.wait_sent(4)
         await settle(daemon)
     assert fake.max_in_flight == 1
+
+
+async def test_a_message_arriving_during_shutdown_runs_after_the_restart(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    gate = gated(fake)
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS) as daemon:
+        await chan.say("first")
+        await fake.wait_requests(1)
+        stopping = asyncio.create_task(daemon.stop())
+        await asyncio.sleep(0)  # stop() turns intake off before it first waits
+        assert daemon.gateway is not None and not daemon.gateway.accepting
+        await chan.say("second, during shutdown")
+        gate.set()
+        await stopping  # (the context manager's own stop() is then a no-op)
+    assert chan.texts() == ["echo: first"]
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS):
+        await chan.wait_sent(1)
+    assert chan.texts() == ["echo: second, during shutdown"]
