@@ -38,11 +38,15 @@ def _load(args: argparse.Namespace) -> Config:
 def cmd_run(args: argparse.Namespace) -> int:
     config = _load(args)
     require_api_key(config)
-    from bot.daemon import Daemon
+    from bot.daemon import AlreadyRunning, Daemon
     from bot.logs import setup_logging
 
     setup_logging(config.logging.level, config.logging.format, _secrets(config))
-    asyncio.run(Daemon(config).run())
+    try:
+        asyncio.run(Daemon(config).run())
+    except AlreadyRunning as exc:
+        print(f"perch: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -166,3 +166,18 @@ async def test_sigkill_mid_run_loses_nothing_and_answers_once(
     assert pending == 0
     printed = "".join(perch.out)
     assert printed.count("echo: remember the milk") == 1
+
+
+async def test_a_second_daemon_on_the_same_database_refuses_to_start(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    config = write_config(tmp_path, fake.base_url)
+    first = await Perch.start(config)
+    await first.say("hello")
+    await first.expect("echo: hello")
+    second = await Perch.start(config)
+    code, err = await second.finish()
+    assert code == 1
+    assert "another Perch is already running" in err
+    code, err = await first.finish()
+    assert code == 0, err
