@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -53,18 +54,31 @@ def _bullet(text: str, now: datetime) -> str:
 
 def _append(real: Path, heading: str, bullet: str) -> None:
     real.parent.mkdir(parents=True, exist_ok=True)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW
-    try:
-        fd = os.open(real, flags | os.O_CREAT | os.O_EXCL, 0o644)
-        data = f"{heading}\n\n{bullet}"
-    except FileExistsError:
-        fd = os.open(real, flags)
-        data = bullet
+    if not real.exists() and _create_with(real, f"{heading}\n\n{bullet}"):
+        return
+    fd = os.open(real, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
     try:
         # One write on an O_APPEND descriptor: concurrent appenders never interleave mid-line.
-        os.write(fd, data.encode("utf-8"))
+        os.write(fd, bullet.encode("utf-8"))
     finally:
         os.close(fd)
+
+
+def _create_with(real: Path, data: str) -> bool:
+    """Create `real` already holding `data` (written aside, then linked into place), so no
+    appender ever sees it empty; False if another appender created it first."""
+    fd, temp = tempfile.mkstemp(dir=real.parent, prefix=".memory-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data.encode("utf-8"))
+        os.chmod(temp, 0o644)
+        try:
+            os.link(temp, real)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        os.unlink(temp)
 
 
 class MemoryAppendTool:
