@@ -40,3 +40,23 @@ async def test_status_shows_channels_runs_wakeups_and_cost(
     assert "next heartbeat:" in out
     assert "today (UTC):" in out and "$0.0" in out
     assert after.startswith("Perch is not running.")
+
+
+async def test_sessions_lists_conversations_most_recent_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    chan = MemoryChannel("telegram")
+    overrides = {"channels.telegram.dm_policy": "open", "channels.telegram.allow_from": ["*"]}
+    async with (
+        FakeAnthropic() as fake,
+        running_daemon(tmp_path, fake, {"telegram": chan}, overrides),
+    ):
+        await chan.say("hi", chat_id="older")
+        await chan.wait_sent(1)
+        await chan.say("hi", chat_id="newer")
+        await chan.wait_sent(2)
+    assert await asyncio.to_thread(main, ["sessions", "--config", str(config)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.rsplit(":", 1)[-1] for line in lines] == ["newer", "older"]
+    assert all("$" in line for line in lines)
