@@ -459,29 +459,9 @@ def _validate_blocks(
 
 
 def prepare_history(
-    messages: list[Message],
-    *,
-    max_turns: int,
-    context_window_tokens: int,
-    soft_ratio: float = 0.3,
-    hard_ratio: float = 0.5,
-    keep_last_assistants: int = 3,
-    soft_trim_over: int = 4000,
-    keep_head: int = 1500,
-    keep_tail: int = 1500,
-    min_hard_clear_chars: int = 10_000,
+    messages: list[Message], *, max_turns: int, context_window_tokens: int
 ) -> list[Message]:
-    """Limit turns, prune tool results, repair pairing: the history to send to the model."""
+    """Limit turns, prune tool results (with `prune_tool_results`' defaults), repair pairing:
+    the history to send to the model."""
     limited = limit_turns(messages, max_turns)
-    pruned = prune_tool_results(
-        limited,
-        context_window_tokens,
-        soft_ratio=soft_ratio,
-        hard_ratio=hard_ratio,
-        keep_last_assistants=keep_last_assistants,
-        soft_trim_over=soft_trim_over,
-        keep_head=keep_head,
-        keep_tail=keep_tail,
-        min_hard_clear_chars=min_hard_clear_chars,
-    )
-    return repair_tool_pairing(pruned)
+    return repair_tool_pairing(prune_tool_results(limited, context_window_tokens))

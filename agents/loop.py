@@ -16,7 +16,6 @@ the next model call.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -302,9 +301,3 @@ def _request_messages(conversation: list[Message]) -> list[Message]:
     blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
     merged[-1] = {"role": last["role"], "content": blocks}
     return merged
-
-
-def describe_input(args: dict[str, Any], limit: int = 120) -> str:
-    """A short one-line rendering of tool input for logs and status lines."""
-    text = json.dumps(args, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -13,6 +13,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -91,16 +92,31 @@ async def _model(config: Config, http: httpx.AsyncClient) -> Check:
     )
 
 
+class _Unreachable(Exception):
+    """A platform probe got no usable answer; the message names why."""
+
+
+async def _json(
+    http: httpx.AsyncClient, method: str, url: str, **kwargs: Any
+) -> tuple[int, dict[str, Any]]:
+    """The status and JSON object a platform answered, or `_Unreachable`."""
+    try:
+        response = await http.request(method, url, **kwargs)
+        data = response.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise _Unreachable(type(exc).__name__) from None
+    return response.status_code, data if isinstance(data, dict) else {}
+
+
 async def _telegram(config: Config, http: httpx.AsyncClient) -> Check:
     t = config.channels.telegram
     try:
-        response = await http.get(f"{t.base_url.rstrip('/')}{t.token}/getMe")
-        data = response.json()
-    except (httpx.HTTPError, ValueError) as exc:
+        status, data = await _json(http, "GET", f"{t.base_url.rstrip('/')}{t.token}/getMe")
+    except _Unreachable as exc:
         return Check(
             False,
             "telegram",
-            f"Bot API unreachable ({type(exc).__name__})",
+            f"Bot API unreachable ({exc})",
             "check channels.telegram.base_url and the network",
         )
     if data.get("ok"):
@@ -108,24 +124,23 @@ async def _telegram(config: Config, http: httpx.AsyncClient) -> Check:
     return Check(
         False,
         "telegram",
-        f"getMe failed: {data.get('description', response.status_code)}",
+        f"getMe failed: {data.get('description', status)}",
         "check TELEGRAM_BOT_TOKEN (from @BotFather)",
     )
 
 
 async def _slack(config: Config, http: httpx.AsyncClient) -> Check:
     s = config.channels.slack
+    url = s.base_url.rstrip("/") + "/auth.test"
     try:
-        response = await http.post(
-            s.base_url.rstrip("/") + "/auth.test",
-            headers={"Authorization": f"Bearer {s.bot_token}"},
+        status, data = await _json(
+            http, "POST", url, headers={"Authorization": f"Bearer {s.bot_token}"}
         )
-        data = response.json()
-    except (httpx.HTTPError, ValueError) as exc:
+    except _Unreachable as exc:
         return Check(
             False,
             "slack",
-            f"Slack API unreachable ({type(exc).__name__})",
+            f"Slack API unreachable ({exc})",
             "check channels.slack.base_url and the network",
         )
     if data.get("ok"):
@@ -133,7 +148,7 @@ async def _slack(config: Config, http: httpx.AsyncClient) -> Check:
     return Check(
         False,
         "slack",
-        f"auth.test failed: {data.get('error', response.status_code)}",
+        f"auth.test failed: {data.get('error', status)}",
         "check SLACK_BOT_TOKEN (xoxb-...)",
     )
 
@@ -141,13 +156,12 @@ async def _slack(config: Config, http: httpx.AsyncClient) -> Check:
 async def _signal(config: Config, http: httpx.AsyncClient) -> Check:
     g = config.channels.signal
     try:
-        response = await http.get(g.service_url.rstrip("/") + "/v1/about")
-        data = response.json()
-    except (httpx.HTTPError, ValueError) as exc:
+        _, data = await _json(http, "GET", g.service_url.rstrip("/") + "/v1/about")
+    except _Unreachable as exc:
         return Check(
             False,
             "signal",
-            f"{g.service_url} unreachable ({type(exc).__name__})",
+            f"{g.service_url} unreachable ({exc})",
             "start signal-cli-rest-api and check channels.signal.service_url",
         )
     mode = data.get("mode")

@@ -196,7 +196,6 @@ class Gateway:
                 status = "skipped"
                 return None
             try:
-                turn.running = True
                 return await self.runner.run(key, turn, chat, mode)
             finally:
                 self.slots.release()

@@ -10,7 +10,6 @@ lane is plain data and rules: the gateway owns tasks and I/O.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -46,9 +45,7 @@ class Turn:
     cancel: CancelToken = field(default_factory=CancelToken)
     steer: SteerInbox = field(default_factory=SteerInbox)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    created_at: float = field(default_factory=time.time)
     steered: list[Pending] = field(default_factory=list)
-    running: bool = False  # holds a global slot and is talking to the model
 
     @property
     def inbox_ids(self) -> list[int]:

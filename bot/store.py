@@ -271,11 +271,6 @@ class Store:
             rows = await cur.fetchall()
         return [SessionRow(*r) for r in rows]
 
-    async def count_sessions(self) -> int:
-        async with self._db.execute("SELECT count(*) FROM sessions WHERE archived = 0") as cur:
-            row = await cur.fetchone()
-        return int(row[0]) if row else 0
-
     async def messages(self, session_id: str) -> list[Message]:
         rows = await self._db.execute_fetchall(
             "SELECT role, content FROM messages WHERE session_id = ? ORDER BY id", (session_id,)

@@ -29,7 +29,7 @@ from agents.loop import (
     TextDelta,
     ToolStarted,
 )
-from agents.model import Block, Message, Usage
+from agents.model import Block, Message
 from agents.pricing import context_window
 from agents.prompt import PromptBuilder, PromptMode, RuntimeInfo
 from agents.sanitize import SilentTokenFilter, is_silent, sanitize_output, strip_silent_token
@@ -325,10 +325,3 @@ def _user_text(key: SessionKey, items: list[Pending]) -> tuple[str, list[Block]]
 
 def _origin(chat: ChatRef | None) -> str | None:
     return encode_chat(chat) if chat is not None else None
-
-
-def usage_line(usage: Usage) -> str:
-    return (
-        f"{usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens} in / "
-        f"{usage.output_tokens} out tokens, ${usage.cost_usd:.4f}"
-    )

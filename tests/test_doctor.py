@@ -12,25 +12,70 @@ from bot.doctor import run_checks
 from bot.workspace import seed_workspace
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.signal import FakeSignal
+from tests.fakes.slack import FakeSlack
+from tests.fakes.telegram import TOKEN, FakeTelegram
 from tests.harness import make_config
 
 
 async def test_all_checks_pass_against_healthy_services(tmp_path: Path) -> None:
-    async with FakeAnthropic() as fake, FakeSignal("+15550001") as signal:
+    slack = FakeSlack()
+    await slack.start()
+    try:
+        async with FakeAnthropic() as fake, FakeSignal("+15550001") as signal, FakeTelegram() as tg:
+            config = make_config(
+                tmp_path,
+                fake.base_url,
+                {
+                    "channels.signal": {
+                        "enabled": True,
+                        "number": "+15550001",
+                        "service_url": signal.url,
+                    },
+                    "channels.telegram": {"enabled": True, "token": TOKEN, "base_url": tg.base_url},
+                    "channels.slack": {
+                        "enabled": True,
+                        "bot_token": "xoxb-t",
+                        "app_token": "xapp-t",
+                        "base_url": slack.base_url,
+                    },
+                },
+            )
+            seed_workspace(config.workspace)
+            checks = await run_checks(config)
+    finally:
+        await slack.stop()
+    assert [c.line() for c in checks if not c.ok] == []
+    names = [c.name for c in checks]
+    assert names == [
+        "config",
+        "model",
+        "telegram",
+        "slack",
+        "signal",
+        "database",
+        "workspace",
+        "timezone",
+    ]
+    by_name = {c.name: c for c in checks}
+    assert by_name["telegram"].detail == "bot @fakebot is reachable"
+
+
+async def test_rejected_platform_tokens_say_which_secret_to_fix(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake, FakeTelegram() as tg:
         config = make_config(
             tmp_path,
             fake.base_url,
             {
-                "channels.signal.enabled": True,
-                "channels.signal.number": "+15550001",
-                "channels.signal.service_url": signal.url,
+                "channels.telegram": {
+                    "enabled": True,
+                    "token": "999:wrong-token-for-this-bot",
+                    "base_url": tg.base_url,
+                }
             },
         )
-        seed_workspace(config.workspace)
-        checks = await run_checks(config)
-    assert [c.name for c in checks if not c.ok] == []
-    names = [c.name for c in checks]
-    assert names == ["config", "model", "signal", "database", "workspace", "timezone"]
+        checks = {c.name: c for c in await run_checks(config)}
+    assert not checks["telegram"].ok
+    assert "TELEGRAM_BOT_TOKEN" in checks["telegram"].fix
 
 
 async def test_failures_say_what_to_do(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from channels.slack import (
     normalise_slack_text,
 )
 from tests.fakes.slack import BOT_USER_ID, TEAM_ID, FakeSlack, event_payload, sign
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -101,13 +102,6 @@ def message(
     }
     event.update(extra)
     return event
-
-
-async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
 
 
 def group_chat(thread_id: str | None = None, reply_to: str | None = "1700000000.000001") -> ChatRef:

@@ -25,6 +25,7 @@ from channels.telegram import (
     strip_bot_mentions,
 )
 from tests.fakes.telegram import BOT_ID, BOT_USERNAME, FakeTelegram
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -44,15 +45,6 @@ def options(tg: FakeTelegram, **overrides: Any) -> TelegramOptions:
     }
     settings.update(overrides)
     return TelegramOptions(**settings)
-
-
-async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Wait (bounded) for a condition that an event elsewhere makes true."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
 
 
 class Running:
@@ -506,7 +498,7 @@ async def test_polling_survives_the_server_going_away_and_the_next_message_arriv
 ) -> None:
     port = tg.port
     await tg.stop()
-    await until(lambda: not bot.channel.status().up)
+    await eventually(lambda: not bot.channel.status().up)
     assert "polling failed" in bot.channel.status().detail
     await tg.start(port)
     tg.dm("are you back?")
@@ -528,8 +520,8 @@ async def test_bad_gateway_on_polling_marks_the_channel_down_until_it_recovers(
     tg.fail_next("getUpdates", 502, description="Bad Gateway")
     tg.dm("wake the poll")  # answers a held poll, so a later one meets the 502
     await bot.next()
-    await until(went_down)
-    await until(lambda: bot.channel.status().up, timeout=10)
+    await eventually(went_down)
+    await eventually(lambda: bot.channel.status().up, timeout=10)
     tg.dm("still there")
     assert (await bot.next()).text == "still there"
     assert any("telegram up" in r.getMessage() for r in caplog.records)
@@ -549,7 +541,7 @@ async def test_unreachable_at_start_is_down_then_up_when_the_api_appears(
         assert not channel.status().up
         assert "cannot reach the Bot API" in channel.status().detail
         await tg.start(port)
-        await until(lambda: channel.status().up)
+        await eventually(lambda: channel.status().up)
         tg.dm("first message")
         assert (await running.next()).text == "first message"
     finally:
@@ -593,7 +585,7 @@ async def test_stop_is_prompt_and_leaves_no_tasks(tg: FakeTelegram) -> None:
     await channel.stop()
     assert time.monotonic() - began < 2
     assert not channel.status().up
-    await until(lambda: not _not_the_fakes(asyncio.all_tasks() - before), timeout=1)
+    await eventually(lambda: not _not_the_fakes(asyncio.all_tasks() - before), timeout=1)
     await stream.abort()  # after stop: returns at once, sends nothing
     assert not tg.calls("editMessageText")
 

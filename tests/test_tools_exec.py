@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from agents.cancel import Cancelled
 from agents.tools.base import ToolContext, ToolError
 from agents.tools.exec import SECRET_MARKERS, ExecTool, build_env, is_secret_name
+from tests.waiting import eventually
 
 
 def ctx_for(ws: Path) -> ToolContext:
@@ -29,13 +30,6 @@ def process_gone(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return True
     return state in ("Z", "X")
-
-
-async def wait_until(condition: Any, timeout: float = 5.0) -> None:
-    """Poll an OS-level condition (a file, a process) that no event can signal, bounded."""
-    async with asyncio.timeout(timeout):
-        while not condition():  # noqa: ASYNC110 (nothing to wait on but the OS state)
-            await asyncio.sleep(0.02)
 
 
 async def test_combined_output_and_exit_code(tmp_path: Path) -> None:
@@ -82,7 +76,7 @@ async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
         "[timed out after 0.5 s; the command's process group was killed]\nstarted\n"
     )
     child = int((tmp_path / "child.pid").read_text())
-    await wait_until(lambda: process_gone(child))
+    await eventually(lambda: process_gone(child))
 
 
 async def test_background_jobs_do_not_outlive_the_command(tmp_path: Path) -> None:
@@ -90,7 +84,7 @@ async def test_background_jobs_do_not_outlive_the_command(tmp_path: Path) -> Non
     result = await asyncio.wait_for(ExecTool().run({"command": command}, ctx_for(tmp_path)), 10)
     assert result.content == "[exit code 0]\ndone\n"
     bg = int((tmp_path / "bg.pid").read_text())
-    await wait_until(lambda: process_gone(bg))
+    await eventually(lambda: process_gone(bg))
 
 
 async def test_background_job_holding_the_output_is_killed_after_a_grace(tmp_path: Path) -> None:
@@ -100,21 +94,21 @@ async def test_background_job_holding_the_output_is_killed_after_a_grace(tmp_pat
         "[exit code 0]\ndone\n\n[background processes still holding the output were killed]"
     )
     bg = int((tmp_path / "bg.pid").read_text())
-    await wait_until(lambda: process_gone(bg))
+    await eventually(lambda: process_gone(bg))
 
 
 async def test_cancel_token_kills_the_group_and_raises_cancelled(tmp_path: Path) -> None:
     ctx = ctx_for(tmp_path)
     command = "sleep 30 & echo $! > child.pid; wait"
     task = asyncio.create_task(ExecTool().run({"command": command}, ctx))
-    await wait_until(
+    await eventually(
         lambda: (tmp_path / "child.pid").exists() and (tmp_path / "child.pid").read_text()
     )
     ctx.cancel.cancel("cancelled by user")
     with pytest.raises(Cancelled, match="cancelled by user"):
         await asyncio.wait_for(task, timeout=5)
     child = int((tmp_path / "child.pid").read_text())
-    await wait_until(lambda: process_gone(child))
+    await eventually(lambda: process_gone(child))
 
 
 async def test_an_already_cancelled_run_starts_nothing(tmp_path: Path) -> None:
@@ -128,14 +122,14 @@ async def test_an_already_cancelled_run_starts_nothing(tmp_path: Path) -> None:
 async def test_task_cancellation_also_kills_the_group(tmp_path: Path) -> None:
     command = "sleep 30 & echo $! > child.pid; wait"
     task = asyncio.create_task(ExecTool().run({"command": command}, ctx_for(tmp_path)))
-    await wait_until(
+    await eventually(
         lambda: (tmp_path / "child.pid").exists() and (tmp_path / "child.pid").read_text()
     )
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     child = int((tmp_path / "child.pid").read_text())
-    await wait_until(lambda: process_gone(child))
+    await eventually(lambda: process_gone(child))
 
 
 async def test_secrets_never_reach_the_command_environment(
