@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
-from agents.cancel import CancelToken
 from agents.guard import BLOCKED_REPLY, check_input
 from agents.history import estimate_tokens, prepare_history
 from agents.loop import (
@@ -196,7 +195,7 @@ class TurnRunner:
                 context_tokens=result.context_tokens or None,
                 origin=request.context.origin or None,
             )
-            delivered = await self._deliver(result, chat, channel, stream, turn.cancel)
+            delivered = await self._deliver(result, chat, channel, stream)
         log.info(
             "turn %s in %.2fs, %d iterations, %d+%d tokens, $%.4f",
             result.status,
@@ -243,7 +242,6 @@ class TurnRunner:
         chat: ChatRef | None,
         channel: Channel | None,
         stream: ReplyStream | None,
-        cancel: CancelToken,
     ) -> bool:
         if channel is None or chat is None:
             return False
