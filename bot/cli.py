@@ -100,11 +100,11 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(f"  {extra.replace('_', ' ')}: {daemon[extra]}")
 
     async def usage() -> None:
-        from bot.store import Store
+        from bot.store import open_store
 
         if not config.db_path.exists():
             return
-        store = await Store.open(config.db_path)
+        store = await open_store(config.db_path)
         try:
             day = time.time() - (time.time() % 86400)
             today = await store.usage_since(day)
@@ -123,9 +123,9 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     config = _load(args)
 
     async def main() -> None:
-        from bot.store import Store
+        from bot.store import open_store
 
-        store = await Store.open(config.db_path)
+        store = await open_store(config.db_path)
         try:
             for s in await store.list_sessions(args.limit):
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
@@ -141,9 +141,9 @@ def cmd_pairing(args: argparse.Namespace) -> int:
     config = _load(args)
 
     async def main() -> int:
-        from bot.store import Store
+        from bot.store import open_store
 
-        store = await Store.open(config.db_path)
+        store = await open_store(config.db_path)
         try:
             if args.action == "list":
                 requests = await store.pairing_requests(args.channel)

@@ -36,7 +36,7 @@ from bot.config import ChannelPolicy, Config
 from bot.gateway import Gateway
 from bot.message_targets import ChatMessenger
 from bot.scheduler import Scheduler
-from bot.store import Store
+from bot.store import Store, open_store
 from bot.subagent_host import LaneAnnouncer, build_subagents
 from bot.toolbelt import build_tools
 from bot.turns import TurnRunner
@@ -70,7 +70,7 @@ class Daemon:
         began = time.perf_counter()
         config = self.config
         self._lock = hold_instance_lock(config.db_path)
-        self.store = await Store.open(config.db_path)
+        self.store = await open_store(config.db_path)
         copied = seed_workspace(config.workspace)
         if copied:
             log.info("workspace %s seeded with %s", config.workspace, ", ".join(copied))

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 import httpx
 
 from bot.config import Config
-from bot.store import MIGRATIONS, Store
+from bot.store import open_store
 from bot.workspace import bootstrap_dir
 
 TIMEOUT = 10.0
@@ -178,14 +178,14 @@ async def _signal(config: Config, http: httpx.AsyncClient) -> Check:
 async def _database(config: Config) -> Check:
     path = config.db_path
     try:
-        store = await Store.open(path)
+        store = await open_store(path)
     except Exception as exc:
         return Check(
             False, "database", f"{path}: {exc}", f"make {path.parent} writable by the service user"
         )
     try:
         version = await store.schema_version()
-        await store.execute("UPDATE sessions SET updated_at = updated_at WHERE 0")
+        await store.check_writable()
     except Exception as exc:
         return Check(
             False,
@@ -195,11 +195,11 @@ async def _database(config: Config) -> Check:
         )
     finally:
         await store.close()
-    if version != len(MIGRATIONS):
+    if version != store.latest_schema:
         return Check(
             False,
             "database",
-            f"schema {version}, expected {len(MIGRATIONS)}",
+            f"schema {version}, expected {store.latest_schema}",
             "restart Perch to migrate",
         )
     return Check(True, "database", f"{path} writable, schema {version}")
