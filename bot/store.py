@@ -259,7 +259,9 @@ def is_postgres_url(where: Path | str) -> bool:
 async def open_store(where: Path | str) -> Store:
     """Open (and migrate) the store at a `postgresql://` URL or an SQLite file path."""
     if is_postgres_url(where):
-        raise ValueError(f"{where}: the PostgreSQL backend is not built yet; use store.path")
+        from bot.store_pg import PostgresStore
+
+        return await PostgresStore.open(str(where))
     from bot.store_sqlite import SQLiteStore
 
     return await SQLiteStore.open(where)

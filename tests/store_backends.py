@@ -25,7 +25,7 @@ import pytest
 
 from bot.store import Store, open_store
 
-BACKENDS = ("sqlite",)
+BACKENDS = ("sqlite", "postgresql")
 NO_POSTGRES = "no PostgreSQL server binaries (initdb, pg_ctl) on this machine"
 
 
