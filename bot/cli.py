@@ -102,9 +102,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     async def usage() -> None:
         from bot.store import open_store
 
-        if not config.db_path.exists():
+        if not config.store.url and not config.db_path.exists():
             return
-        store = await open_store(config.db_path)
+        store = await open_store(config.store_target)
         try:
             day = time.time() - (time.time() % 86400)
             today = await store.usage_since(day)
@@ -125,7 +125,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     async def main() -> None:
         from bot.store import open_store
 
-        store = await open_store(config.db_path)
+        store = await open_store(config.store_target)
         try:
             for s in await store.list_sessions(args.limit):
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
@@ -143,7 +143,7 @@ def cmd_pairing(args: argparse.Namespace) -> int:
     async def main() -> int:
         from bot.store import open_store
 
-        store = await open_store(config.db_path)
+        store = await open_store(config.store_target)
         try:
             if args.action == "list":
                 requests = await store.pairing_requests(args.channel)
@@ -220,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     from bot.cron_cli import register as register_cron
 
     register_cron(sub, add)
+    from bot.store_cli import register as register_store
+
+    register_store(sub, add)
     return parser
 
 

@@ -166,6 +166,14 @@ class ProvidersConfig(_Model):
 
 class StoreConfig(_Model):
     path: Path = Path("./data/perch.db")
+    url: str = ""  # postgresql://user:pass@host/db selects PostgreSQL instead of `path`
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: str) -> str:
+        if value and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must start with postgresql:// (or be empty to use store.path)")
+        return value
 
 
 class GatewayConfig(_Model):
@@ -338,6 +346,11 @@ class Config(_Model):
     @property
     def db_path(self) -> Path:
         return self.resolve(self.store.path)
+
+    @property
+    def store_target(self) -> Path | str:
+        """Where the store is: the PostgreSQL URL if set, else the SQLite file."""
+        return self.store.url or self.db_path
 
 
 def interpolate(value: Any, env: dict[str, str], path: str = "") -> Any:

@@ -62,7 +62,7 @@ def cmd_cron(args: argparse.Namespace) -> int:
 
 
 async def _main(config: Config, args: argparse.Namespace) -> int:
-    store = await open_store(config.db_path)
+    store = await open_store(config.store_target)
     try:
         jobs = CronJobs(store)
         if args.action == "list":

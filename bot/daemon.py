@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import gc
 import json
 import logging
@@ -21,7 +20,7 @@ import signal
 import socket
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from agents.compaction import CompactionPolicy, Compactor
 from agents.loop import AgentLoop
@@ -36,6 +35,7 @@ from bot.config import ChannelPolicy, Config
 from bot.gateway import Gateway
 from bot.message_targets import ChatMessenger
 from bot.scheduler import Scheduler
+from bot.store import AlreadyRunning as AlreadyRunning
 from bot.store import Store, open_store
 from bot.subagent_host import LaneAnnouncer, build_subagents
 from bot.toolbelt import build_tools
@@ -64,13 +64,16 @@ class Daemon:
         self.announcer: LaneAnnouncer | None = None
         self.scheduler: Scheduler | None = None
         self._stopped = False
-        self._lock: IO[bytes] | None = None
 
     async def start(self) -> None:
         began = time.perf_counter()
         config = self.config
-        self._lock = hold_instance_lock(config.db_path)
-        self.store = await open_store(config.db_path)
+        self.store = await open_store(config.store_target)
+        try:
+            await self.store.hold_instance()
+        except AlreadyRunning:
+            await self.store.close()
+            raise
         copied = seed_workspace(config.workspace)
         if copied:
             log.info("workspace %s seeded with %s", config.workspace, ", ".join(copied))
@@ -201,8 +204,6 @@ class Daemon:
         if self.store is not None:
             await self.store.close()
         status_path(self.config).unlink(missing_ok=True)
-        if self._lock is not None:
-            self._lock.close()  # releases the instance lock
         log.info("stopped")
 
     def status(self) -> dict[str, Any]:
@@ -234,27 +235,6 @@ class Daemon:
         while True:
             self.write_status()
             await asyncio.sleep(5)
-
-
-class AlreadyRunning(RuntimeError):
-    """Another Perch process serves this database."""
-
-
-def hold_instance_lock(db_path: Path) -> IO[bytes]:
-    """Take the database's instance lock (held until the file is closed or the process
-    dies), so two daemons never answer the same chats from one store."""
-    path = db_path.with_name(db_path.name + ".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+b")  # noqa: SIM115 (held for the daemon's lifetime)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        raise AlreadyRunning(
-            f"another Perch is already running with {db_path}; stop it first "
-            "(perch status shows it)"
-        ) from None
-    return handle
 
 
 def status_path(config: Config) -> Path:

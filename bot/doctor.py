@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 import httpx
 
 from bot.config import Config
-from bot.store import open_store
+from bot.store import open_store, redact_url
 from bot.workspace import bootstrap_dir
 
 TIMEOUT = 10.0
@@ -176,23 +176,25 @@ async def _signal(config: Config, http: httpx.AsyncClient) -> Check:
 
 
 async def _database(config: Config) -> Check:
-    path = config.db_path
+    """Open (and migrate) the store, check a write transaction and the schema version."""
+    where = config.store_target
+    if config.store.url:
+        shown = redact_url(config.store.url)
+        fix_open = "check store.url and that the PostgreSQL server runs and accepts you"
+        fix_write = "grant the store.url user write access (and use the primary server)"
+    else:
+        shown = str(where)
+        fix_open = f"make {config.db_path.parent} writable by the service user"
+        fix_write = f"make {where} writable by the service user"
     try:
-        store = await open_store(path)
+        store = await open_store(where)
     except Exception as exc:
-        return Check(
-            False, "database", f"{path}: {exc}", f"make {path.parent} writable by the service user"
-        )
+        return Check(False, "database", f"{shown}: {exc}", fix_open)
     try:
         version = await store.schema_version()
         await store.check_writable()
     except Exception as exc:
-        return Check(
-            False,
-            "database",
-            f"{path}: not writable ({exc})",
-            f"make {path} writable by the service user",
-        )
+        return Check(False, "database", f"{shown}: not writable ({exc})", fix_write)
     finally:
         await store.close()
     if version != store.latest_schema:
@@ -202,7 +204,7 @@ async def _database(config: Config) -> Check:
             f"schema {version}, expected {store.latest_schema}",
             "restart Perch to migrate",
         )
-    return Check(True, "database", f"{path} writable, schema {version}")
+    return Check(True, "database", f"{store.location} writable, schema {version}")
 
 
 def _workspace(config: Config) -> Check:

@@ -15,15 +15,42 @@ blocks it was saved with, in order.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from agents.model import Message, Usage
 
 RunStatus = Literal["ok", "delivered", "error", "skipped", "missed"]
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+# What `perch store migrate` copies, table by table in this order (parents first), and the
+# columns every backend dumps and loads (booleans as bool, times as float seconds).
+COPY_COLUMNS: dict[str, tuple[str, ...]] = {
+    "sessions": ("id", "key", "archived", "created_at", "updated_at", "summary", "compactions",
+                 "model", "input_tokens", "output_tokens", "cache_read_tokens",
+                 "cache_write_tokens", "cost_usd", "context_tokens", "origin"),
+    "messages": ("id", "session_id", "role", "content", "run_id", "created_at"),
+    "inbox": ("id", "channel", "account", "chat_id", "message_id", "session_key", "payload",
+              "status", "received_at", "done_at"),
+    "usage": ("id", "session_key", "run_id", "model", "input_tokens", "output_tokens",
+              "cache_read_tokens", "cache_write_tokens", "cost_usd", "created_at"),
+    "pairing": ("channel", "code", "sender_id", "sender_name", "created_at", "expires_at"),
+    "approved_senders": ("channel", "sender_id", "approved_at"),
+    "cron_jobs": ("id", "name", "schedule_kind", "schedule", "tz", "message", "session_mode",
+                  "session_key", "deliver_to", "enabled", "created_at", "created_by",
+                  "next_run_at", "last_run_at", "last_status", "last_error", "failures"),
+    "cron_runs": ("id", "job_id", "started_at", "finished_at", "status", "detail"),
+}  # fmt: skip
+BOOL_COLUMNS = frozenset({("sessions", "archived"), ("cron_jobs", "enabled")})
+CopyRow = tuple[Any, ...]
+
+
+class AlreadyRunning(RuntimeError):
+    """Another Perch daemon serves this store."""
 
 
 @dataclass(slots=True)
@@ -108,7 +135,12 @@ class Store(Protocol):
     def latest_schema(self) -> int:
         """The schema version this Perch migrates to."""
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Close the store (and give up the instance claim, if held)."""
+
+    async def hold_instance(self) -> None:
+        """Claim the store for this daemon until `close()`; AlreadyRunning if another
+        daemon holds it (a second `perch run` on the same store refuses to start)."""
 
     async def schema_version(self) -> int: ...
 
@@ -242,6 +274,20 @@ class Store(Protocol):
     async def cron_changes(self) -> int:
         """A token that changes when another process or instance commits job changes."""
 
+    # -- copying between backends (`perch store migrate`) ---------------------------------
+
+    async def is_empty(self) -> bool:
+        """True if no table of `COPY_COLUMNS` holds a row."""
+
+    def dump(self, table: str, batch: int = 500) -> AsyncIterator[list[CopyRow]]:
+        """Every row of `table` in `COPY_COLUMNS[table]` order, in batches, by key."""
+
+    async def load(self, table: str, rows: list[CopyRow]) -> None:
+        """Insert dumped rows as they are (ids kept); `finish_load()` after the last."""
+
+    async def finish_load(self) -> None:
+        """Make generated ids continue after the loaded ones."""
+
 
 def encode_message(message: Message) -> tuple[str, str]:
     """(role, JSON content) as stored; the one place that knows the stored shape."""
@@ -250,6 +296,16 @@ def encode_message(message: Message) -> tuple[str, str]:
 
 def decode_message(role: str, content: str) -> Message:
     return {"role": role, "content": json.loads(content)}
+
+
+def redact_url(url: str) -> str:
+    """`url` without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[-1]}"))
 
 
 def is_postgres_url(where: Path | str) -> bool:

@@ -8,13 +8,19 @@ live next to it: sessions and history in `store_pg_sessions.py`, inbox, pairing 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import asyncpg
 
-from bot.store_pg_base import MIGRATE_LOCK, MIGRATIONS, redact_url
+from bot.store import COPY_COLUMNS, AlreadyRunning, CopyRow, redact_url
+from bot.store_pg_base import INSTANCE_LOCK, MIGRATE_LOCK, MIGRATIONS
 from bot.store_pg_queues import PostgresQueues
 from bot.store_pg_sessions import PostgresSessions
 
 POOL_SIZE = 10
+# the key each table is dumped in (the order rows were written, where there is an id)
+_ORDER = {"pairing": "channel, code", "approved_senders": "channel, sender_id"}
+_IDENTITY = ("messages", "inbox", "usage", "cron_runs")
 CONNECT_TIMEOUT = 10.0
 
 
@@ -22,6 +28,7 @@ class PostgresStore(PostgresSessions, PostgresQueues):
     """The daemon's database on a PostgreSQL server."""
 
     latest_schema = len(MIGRATIONS)
+    _instance_conn: asyncpg.Connection | None = None
 
     @classmethod
     async def open(cls, url: str) -> PostgresStore:
@@ -44,6 +51,21 @@ class PostgresStore(PostgresSessions, PostgresQueues):
 
     async def close(self) -> None:
         await self._pool.close()
+        if self._instance_conn is not None:
+            await self._instance_conn.close()  # releases the instance lock
+            self._instance_conn = None
+
+    async def hold_instance(self) -> None:
+        """A session advisory lock on a connection of its own: the server releases it when
+        this process closes the store or dies (the connection drops)."""
+        conn = await asyncpg.connect(self.url, timeout=CONNECT_TIMEOUT)
+        if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", INSTANCE_LOCK):
+            await conn.close()
+            raise AlreadyRunning(
+                f"another Perch is already running with {self.location}; stop it first "
+                "(perch status shows it)"
+            )
+        self._instance_conn = conn
 
     async def schema_version(self) -> int:
         exists = await self._pool.fetchval("SELECT to_regclass('perch_schema') IS NOT NULL")
@@ -81,3 +103,36 @@ class PostgresStore(PostgresSessions, PostgresQueues):
                         await conn.execute("UPDATE perch_schema SET version = $1", version + 1)
             finally:
                 await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATE_LOCK)
+
+    # -- copying --------------------------------------------------------------------------
+
+    async def is_empty(self) -> bool:
+        for table in COPY_COLUMNS:
+            if await self._pool.fetchval(f"SELECT 1 FROM {table} LIMIT 1") is not None:
+                return False
+        return True
+
+    async def dump(self, table: str, batch: int = 500) -> AsyncIterator[list[CopyRow]]:
+        columns = ", ".join(COPY_COLUMNS[table])
+        sql = f"SELECT {columns} FROM {table} ORDER BY {_ORDER.get(table, 'id')}"
+        async with self._pool.acquire() as conn, conn.transaction():
+            cursor = await conn.cursor(sql)
+            while rows := await cursor.fetch(batch):
+                yield [tuple(r) for r in rows]
+
+    async def load(self, table: str, rows: list[CopyRow]) -> None:
+        columns = COPY_COLUMNS[table]
+        marks = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
+        override = " OVERRIDING SYSTEM VALUE" if table in _IDENTITY else ""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.executemany(
+                f"INSERT INTO {table} ({', '.join(columns)}){override} VALUES ({marks})", rows
+            )
+
+    async def finish_load(self) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            for table in _IDENTITY:
+                await conn.execute(
+                    f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                    f"COALESCE((SELECT max(id) FROM {table}), 0) + 1, false)"
+                )

@@ -8,11 +8,12 @@ keys), times as epoch seconds in double precision, as in the SQLite backend.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
-
 import asyncpg
 
+from bot.store import redact_url
+
 MIGRATE_LOCK = 0x70657263  # advisory lock key held while migrating ("perc")
+INSTANCE_LOCK = 0x70657264  # held by the daemon serving the database
 
 MIGRATIONS: list[str] = [
     # 1: the foundation and the scheduler (the SQLite backend's migrations 1 and 2)
@@ -122,16 +123,6 @@ MIGRATIONS: list[str] = [
     INSERT INTO cron_changes (n) VALUES (0);
     """,
 ]
-
-
-def redact_url(url: str) -> str:
-    """`url` without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[-1]}"))
 
 
 def affected(status: str) -> int:

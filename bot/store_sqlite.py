@@ -8,10 +8,14 @@ sessions and history in `store_sqlite_sessions.py`, inbox, pairing and cron in
 
 from __future__ import annotations
 
+import fcntl
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import IO
 
 import aiosqlite
 
+from bot.store import BOOL_COLUMNS, COPY_COLUMNS, AlreadyRunning, CopyRow
 from bot.store_sqlite_base import MIGRATIONS, statements
 from bot.store_sqlite_queues import SQLiteQueues
 from bot.store_sqlite_sessions import SQLiteSessions
@@ -21,6 +25,7 @@ class SQLiteStore(SQLiteSessions, SQLiteQueues):
     """The daemon's database in one SQLite file (or `:memory:`)."""
 
     latest_schema = len(MIGRATIONS)
+    _instance_lock: IO[bytes] | None = None
 
     @classmethod
     async def open(cls, path: Path | str) -> SQLiteStore:
@@ -47,6 +52,23 @@ class SQLiteStore(SQLiteSessions, SQLiteQueues):
     async def close(self) -> None:
         async with self._lock:
             await self._db.close()
+        if self._instance_lock is not None:
+            self._instance_lock.close()  # releases the instance lock
+            self._instance_lock = None
+
+    async def hold_instance(self) -> None:
+        """An exclusive lock on `<db>.lock`, held until close or until the process dies."""
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        handle = open(lock_path, "a+b")  # noqa: ASYNC230, SIM115 (held while the daemon runs)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise AlreadyRunning(
+                f"another Perch is already running with {self.path}; stop it first "
+                "(perch status shows it)"
+            ) from None
+        self._instance_lock = handle
 
     async def schema_version(self) -> int:
         rows = await self._db.execute_fetchall("PRAGMA user_version")
@@ -68,3 +90,35 @@ class SQLiteStore(SQLiteSessions, SQLiteQueues):
                 for statement in statements(MIGRATIONS[version]):
                     await db.execute(statement)
                 await db.execute(f"PRAGMA user_version = {version + 1}")
+
+    # -- copying --------------------------------------------------------------------------
+
+    async def is_empty(self) -> bool:
+        for table in COPY_COLUMNS:
+            rows = await self._db.execute_fetchall(f"SELECT 1 FROM {table} LIMIT 1")
+            if list(rows):
+                return False
+        return True
+
+    async def dump(self, table: str, batch: int = 500) -> AsyncIterator[list[CopyRow]]:
+        columns = COPY_COLUMNS[table]
+        flags = [(table, c) in BOOL_COLUMNS for c in columns]
+        async with self._db.execute(
+            f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid"
+        ) as cur:
+            while rows := await cur.fetchmany(batch):
+                yield [
+                    tuple(bool(v) if flag else v for v, flag in zip(r, flags, strict=True))
+                    for r in rows
+                ]
+
+    async def load(self, table: str, rows: list[CopyRow]) -> None:
+        columns = COPY_COLUMNS[table]
+        marks = ", ".join("?" for _ in columns)
+        async with self._transaction() as db:
+            await db.executemany(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows
+            )
+
+    async def finish_load(self) -> None:
+        """Nothing to do: AUTOINCREMENT continues after the largest id."""

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -38,13 +38,25 @@ class PostgresServer:
         return f"postgresql://postgres@{self.host}:{self.port}/{database}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Backend:
+    """One backend kind at a fresh location; `open_other()` opens a second, empty one."""
+
     kind: str
     where: Path | str
+    server: PostgresServer | None = None
+    others: list[str] = field(default_factory=list)
 
     async def open(self) -> Store:
         return await open_store(self.where)
+
+    async def open_other(self) -> Store:
+        if self.server is None:
+            assert isinstance(self.where, Path)
+            return await open_store(self.where.with_name(f"other{len(self.others)}.db"))
+        url = await new_database(self.server)
+        self.others.append(url)
+        return await open_store(url)
 
 
 def _bin_dir() -> Path | None:
@@ -143,7 +155,9 @@ async def backend(
     if postgres_server is None:
         pytest.skip(NO_POSTGRES)
     url = await new_database(postgres_server)
+    made = Backend("postgresql", url, postgres_server)
     try:
-        yield Backend("postgresql", url)
+        yield made
     finally:
-        await drop_database(postgres_server, url)
+        for each in (url, *made.others):
+            await drop_database(postgres_server, each)

@@ -14,7 +14,14 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agents.model import Message, Usage
-from bot.store import CronJobRow, CronRun, PairingRequest, Store
+from bot.store import (
+    COPY_COLUMNS,
+    AlreadyRunning,
+    CronJobRow,
+    CronRun,
+    PairingRequest,
+    Store,
+)
 from tests.store_backends import Backend
 
 
@@ -447,3 +454,75 @@ async def test_cron_changes_by_another_handle_are_noticed(backend: Backend) -> N
     finally:
         await writer.close()
         await watcher.close()
+
+
+async def test_a_second_daemon_cannot_hold_the_store(backend: Backend) -> None:
+    first = await backend.open()
+    second = await backend.open()
+    try:
+        await first.hold_instance()
+        with pytest.raises(AlreadyRunning, match="already running"):
+            await second.hold_instance()
+        await first.close()
+        await second.hold_instance()  # free again once the first is gone
+    finally:
+        await second.close()
+        await first.close()
+
+
+# -- copying between stores --------------------------------------------------------------
+
+
+async def fill(store: Store) -> None:
+    """A bit of everything a running Perch writes."""
+    s = await store.session("agent:main:telegram:bot:dm:1")
+    await store.save_run(s.id, s.key, [user("q ✓"), assistant("a")], usage=USAGE, run_id="r1",
+                         model="m", origin='{"c":"telegram"}')  # fmt: skip
+    await store.archive_session(s.key)
+    s2 = await store.session(s.key)
+    await store.save_run(s2.id, s2.key, [user("again")], usage=Usage(1, 1, 0, 0, 0.01))
+    done = await store.inbox_add("telegram", "bot", "1", "m1", {"text": "q ✓"}, s.key)
+    assert done is not None
+    await store.inbox_close([done])
+    await store.inbox_add("telegram", "bot", "1", "m2", {"text": "pending"}, s.key)
+    await store.pairing_add(request("AAAA2222", "5"))
+    await store.pairing_add(request("BBBB3333", "6"))
+    await store.pairing_approve("telegram", "BBBB3333")
+    await store.cron_insert(job("j1"))
+    await store.cron_insert(job("j2", enabled=False))
+    await store.cron_record_run(CronRun("j1", 1.0, 2.0, "ok", "fine"))
+
+
+async def dump_all(store: Store) -> dict[str, list[tuple[object, ...]]]:
+    tables: dict[str, list[tuple[object, ...]]] = {}
+    for table in COPY_COLUMNS:
+        tables[table] = [row async for rows in store.dump(table, batch=2) for row in rows]
+    return tables
+
+
+async def test_dump_and_load_copy_every_row_with_its_ids(backend: Backend) -> None:
+    source = await backend.open()
+    target = await backend.open_other()
+    try:
+        await fill(source)
+        assert await source.is_empty() is False
+        assert await target.is_empty() is True
+        for table in COPY_COLUMNS:
+            async for rows in source.dump(table, batch=2):
+                await target.load(table, rows)
+        await target.finish_load()
+        assert await dump_all(target) == await dump_all(source)
+        # the copy is a working store: ids continue after the copied ones, dedupe holds
+        s = await target.session("agent:main:telegram:bot:dm:1")
+        before = [i for i, _ in await target.messages_with_ids(s.id)]
+        await target.save_run(s.id, s.key, [user("after")], usage=Usage())
+        after = [i for i, _ in await target.messages_with_ids(s.id)]
+        assert after[:-1] == before and after[-1] > max(before)
+        assert await target.inbox_add("telegram", "bot", "1", "m1", {}) is None
+        assert [r.message_id for r in await target.inbox_pending()] == ["m2"]
+        assert await target.inbox_add("telegram", "bot", "1", "m3", {}) is not None
+        assert await target.is_approved("telegram", "6")
+        assert [j.id for j in await target.cron_all()] == ["j1", "j2"]
+    finally:
+        await target.close()
+        await source.close()
