@@ -225,6 +225,7 @@ class Daemon:
         """Write `status.json` next to the database (what `perch status` reads)."""
         path = status_path(self.config)
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)  # no SQLite file made it (PostgreSQL)
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.status(), indent=1))
             tmp.replace(path)

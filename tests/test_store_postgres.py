@@ -1,0 +1,147 @@
+"""Perch on PostgreSQL: the daemon, `perch doctor` and `perch store migrate` with `store.url`.
+
+Each test gets a fresh database on the session's throwaway server (tests/store_backends.py);
+without PostgreSQL binaries on the machine they are skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from bot.daemon import AlreadyRunning, Daemon
+from bot.doctor import run_checks
+from bot.store import open_store
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.chat import MemoryChannel
+from tests.harness import make_config, running_daemon
+from tests.store_backends import NO_POSTGRES, PostgresServer, drop_database, new_database
+
+OPEN_DMS = {"channels.telegram.dm_policy": "open", "channels.telegram.allow_from": ["*"]}
+
+
+@pytest.fixture
+async def pg_url(postgres_server: PostgresServer | None) -> AsyncIterator[str]:
+    if postgres_server is None:
+        pytest.skip(NO_POSTGRES)
+    url = await new_database(postgres_server)
+    try:
+        yield url
+    finally:
+        await drop_database(postgres_server, url)
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as server:
+        yield server
+
+
+async def test_the_daemon_keeps_its_conversations_in_postgresql(
+    tmp_path: Path, fake: FakeAnthropic, pg_url: str
+) -> None:
+    settings = {**OPEN_DMS, "store.url": pg_url}
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, settings):
+        await chan.say("my name is Ada")
+        assert await chan.wait_sent(1, timeout=30) == ["echo: my name is Ada"]
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, settings):
+        await chan.say("what is my name?")
+        await chan.wait_sent(1, timeout=30)
+    texts = [m["content"][-1].get("text") for m in fake.requests[-1]["messages"]]
+    assert texts == ["my name is Ada", "echo: my name is Ada", "what is my name?"]
+    assert not (tmp_path / "data" / "perch.db").exists()
+    store = await open_store(pg_url)
+    try:
+        assert await store.inbox_pending() == []
+        [session] = await store.list_sessions()
+        assert await store.count_messages(session.id) == 4
+    finally:
+        await store.close()
+
+
+async def test_a_second_daemon_on_the_same_database_refuses_to_start(
+    tmp_path: Path, fake: FakeAnthropic, pg_url: str
+) -> None:
+    settings = {**OPEN_DMS, "store.url": pg_url}
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+    async with running_daemon(tmp_path / "one", fake, {}, settings):
+        second = Daemon(make_config(tmp_path / "two", fake.base_url, settings), channels={})
+        with pytest.raises(AlreadyRunning, match="already running"):
+            await second.start()
+
+
+async def test_doctor_checks_the_connection_and_schema_without_showing_the_password(
+    tmp_path: Path, pg_url: str
+) -> None:
+    with_password = pg_url.replace("postgres@", "postgres:s3cret@")
+    config = make_config(tmp_path, "http://127.0.0.1:9", {"store.url": with_password})
+    checks = {c.name: c for c in await run_checks(config)}
+    database = checks["database"]
+    assert database.ok, database.line()
+    assert database.detail.endswith("writable, schema 1")
+    assert "s3cret" not in database.line() and "postgres:***@" in database.detail
+
+
+async def test_doctor_says_what_to_do_when_the_server_is_unreachable(tmp_path: Path) -> None:
+    url = "postgresql://perch:s3cret@127.0.0.1:9/perch"  # nothing listens on port 9
+    config = make_config(tmp_path, "http://127.0.0.1:9", {"store.url": url})
+    checks = {c.name: c for c in await run_checks(config)}
+    database = checks["database"]
+    assert not database.ok
+    assert "cannot connect to PostgreSQL" in database.detail
+    assert "store.url" in database.fix
+    assert "s3cret" not in database.line()
+
+
+async def test_store_migrate_copies_the_sqlite_database_once(
+    tmp_path: Path, fake: FakeAnthropic, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS):
+        await chan.say("remember the blue door")
+        await chan.wait_sent(1, timeout=30)
+        config_file = str(tmp_path / "config.yaml")
+        # while the daemon runs, the copy refuses (it would miss what is written meanwhile)
+        assert (
+            await asyncio.to_thread(
+                main, ["store", "migrate", "--to", pg_url, "--config", config_file]
+            )
+            == 1
+        )
+        assert "stop it before migrating" in capsys.readouterr().err
+    code = await asyncio.to_thread(
+        main, ["store", "migrate", "--to", pg_url, "--config", config_file]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "Copied 1 sessions, 2 messages, 1 inbox" in out and "set store.url" in out
+    again = await asyncio.to_thread(
+        main, ["store", "migrate", "--to", pg_url, "--config", config_file]
+    )
+    assert again == 1 and "already holds Perch data" in capsys.readouterr().err
+    # the daemon, pointed at PostgreSQL, goes on with the same conversation
+    chan = MemoryChannel("telegram")
+    settings = {**OPEN_DMS, "store.url": pg_url}
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, settings):
+        await chan.say("which door?")
+        await chan.wait_sent(1, timeout=30)
+    texts = [m["content"][-1].get("text") for m in fake.requests[-1]["messages"]]
+    assert texts == ["remember the blue door", "echo: remember the blue door", "which door?"]
+
+
+def test_store_migrate_wants_a_postgresql_url(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_config(tmp_path, "http://127.0.0.1:9")
+    assert (
+        main(["store", "migrate", "--to", "mysql://x", "--config", str(tmp_path / "config.yaml")])
+        == 2
+    )
+    assert "give a postgresql:// URL" in capsys.readouterr().err
