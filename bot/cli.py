@@ -112,6 +112,10 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"  today (UTC): {today.input_tokens + today.cache_read_tokens} in / "
                 f"{today.output_tokens} out tokens, ${today.cost_usd:.4f}"
             )
+            from bot.instances import live_instance_lines
+
+            for line in await live_instance_lines(store):
+                print(f"  instance {line}")
         finally:
             await store.close()
 

@@ -33,6 +33,7 @@ from agents.tools.message import MessageTool
 from bot.access import AccessControl
 from bot.config import ChannelPolicy, Config
 from bot.gateway import Gateway
+from bot.instances import InstanceBeacon
 from bot.message_targets import ChatMessenger
 from bot.scheduler import Scheduler
 from bot.store import AlreadyRunning as AlreadyRunning
@@ -64,6 +65,7 @@ class Daemon:
         self.announcer: LaneAnnouncer | None = None
         self.scheduler: Scheduler | None = None
         self._stopped = False
+        self.beacon: InstanceBeacon | None = None
 
     async def start(self) -> None:
         began = time.perf_counter()
@@ -74,6 +76,7 @@ class Daemon:
         except AlreadyRunning:
             await self.store.close()
             raise
+        self.beacon = InstanceBeacon(self.store, self.status)
         copied = seed_workspace(config.workspace)
         if copied:
             log.info("workspace %s seeded with %s", config.workspace, ", ".join(copied))
@@ -202,6 +205,8 @@ class Daemon:
         if self.client is not None:
             await self.client.aclose()
         if self.store is not None:
+            if self.beacon is not None:
+                await self.beacon.gone()
             await self.store.close()
         status_path(self.config).unlink(missing_ok=True)
         log.info("stopped")
@@ -235,6 +240,8 @@ class Daemon:
     async def _write_status_forever(self) -> None:
         while True:
             self.write_status()
+            if self.beacon is not None:
+                await self.beacon.beat()
             await asyncio.sleep(5)
 
 

@@ -124,6 +124,18 @@ class CronRun:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class InstanceRow:
+    """A running daemon as it last reported itself (`perch status` lists the live ones)."""
+
+    id: str
+    host: str
+    pid: int
+    started_at: float
+    seen_at: float
+    detail: dict[str, Any]
+
+
 class Store(Protocol):
     """The daemon's database. Get one with `await open_store(...)`; `close()` it."""
 
@@ -273,6 +285,17 @@ class Store(Protocol):
 
     async def cron_changes(self) -> int:
         """A token that changes when another process or instance commits job changes."""
+
+    # -- instances ------------------------------------------------------------------------
+
+    async def instance_beat(self, instance: InstanceRow) -> None:
+        """Record that `instance` is alive (insert or refresh seen_at and detail)."""
+
+    async def instance_gone(self, instance_id: str) -> None:
+        """Forget an instance that stopped cleanly."""
+
+    async def instances(self, seen_since: float) -> list[InstanceRow]:
+        """Instances seen at or after `seen_since`, oldest start first."""
 
     # -- copying between backends (`perch store migrate`) ---------------------------------
 

@@ -122,6 +122,17 @@ MIGRATIONS: list[str] = [
     );
     INSERT INTO cron_changes (n) VALUES (0);
     """,
+    # 2: running daemons, for perch status
+    """
+    CREATE TABLE instances (
+        id TEXT PRIMARY KEY,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        started_at DOUBLE PRECISION NOT NULL,
+        seen_at DOUBLE PRECISION NOT NULL,
+        detail TEXT NOT NULL DEFAULT '{}'
+    );
+    """,
 ]
 
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from bot.store import CronJobRow, CronRun, InboxRow, PairingRequest
+from bot.store import CronJobRow, CronRun, InboxRow, InstanceRow, PairingRequest
 from bot.store_pg_base import PostgresBase, affected
 
 _CRON_COLUMNS = (
@@ -226,3 +226,25 @@ class PostgresQueues(PostgresBase):
 
     async def cron_changes(self) -> int:
         return int(await self._pool.fetchval("SELECT n FROM cron_changes"))
+
+    # -- instances ------------------------------------------------------------------------
+
+    async def instance_beat(self, instance: InstanceRow) -> None:
+        await self._pool.execute(
+            "INSERT INTO instances (id, host, pid, started_at, seen_at, detail) "
+            "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET "
+            "seen_at = excluded.seen_at, detail = excluded.detail",
+            instance.id, instance.host, instance.pid, instance.started_at, instance.seen_at,
+            json.dumps(instance.detail, ensure_ascii=False),
+        )  # fmt: skip
+
+    async def instance_gone(self, instance_id: str) -> None:
+        await self._pool.execute("DELETE FROM instances WHERE id = $1", instance_id)
+
+    async def instances(self, seen_since: float) -> list[InstanceRow]:
+        rows = await self._pool.fetch(
+            "SELECT id, host, pid, started_at, seen_at, detail FROM instances "
+            "WHERE seen_at >= $1 ORDER BY started_at, id",
+            seen_since,
+        )
+        return [InstanceRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]

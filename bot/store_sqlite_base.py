@@ -118,6 +118,17 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX cron_runs_by_job ON cron_runs(job_id, id);
     """,
+    # 3: running daemons, for perch status
+    """
+    CREATE TABLE instances (
+        id TEXT PRIMARY KEY,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        started_at REAL NOT NULL,
+        seen_at REAL NOT NULL,
+        detail TEXT NOT NULL DEFAULT '{}'
+    );
+    """,
 ]
 
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from bot.store import CronJobRow, CronRun, InboxRow, PairingRequest
+from bot.store import CronJobRow, CronRun, InboxRow, InstanceRow, PairingRequest
 from bot.store_sqlite_base import SQLiteBase
 
 _CRON_COLUMNS = (
@@ -221,3 +221,27 @@ class SQLiteQueues(SQLiteBase):
     async def cron_changes(self) -> int:
         rows = await self._db.execute_fetchall("PRAGMA data_version")
         return int(next(iter(rows))[0])
+
+    # -- instances ------------------------------------------------------------------------
+
+    async def instance_beat(self, instance: InstanceRow) -> None:
+        async with self._lock:
+            await self._db.execute(
+                "INSERT INTO instances (id, host, pid, started_at, seen_at, detail) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                "seen_at = excluded.seen_at, detail = excluded.detail",
+                (instance.id, instance.host, instance.pid, instance.started_at,
+                 instance.seen_at, json.dumps(instance.detail, ensure_ascii=False)),
+            )  # fmt: skip
+
+    async def instance_gone(self, instance_id: str) -> None:
+        async with self._lock:
+            await self._db.execute("DELETE FROM instances WHERE id = ?", (instance_id,))
+
+    async def instances(self, seen_since: float) -> list[InstanceRow]:
+        rows = await self._db.execute_fetchall(
+            "SELECT id, host, pid, started_at, seen_at, detail FROM instances "
+            "WHERE seen_at >= ? ORDER BY started_at, id",
+            (seen_since,),
+        )
+        return [InstanceRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]

@@ -19,6 +19,7 @@ from bot.store import (
     AlreadyRunning,
     CronJobRow,
     CronRun,
+    InstanceRow,
     PairingRequest,
     Store,
 )
@@ -526,3 +527,24 @@ async def test_dump_and_load_copy_every_row_with_its_ids(backend: Backend) -> No
     finally:
         await target.close()
         await source.close()
+
+
+# -- instances ---------------------------------------------------------------------------
+
+
+async def test_instances_report_themselves_and_go_away(store: Store) -> None:
+    now = time.time()
+    a = InstanceRow("a", "host-1", 11, now - 100, now - 5, {"channels": {"telegram": True}})
+    b = InstanceRow("b", "host-2", 22, now - 50, now - 90, {})
+    await store.instance_beat(a)
+    await store.instance_beat(b)
+    assert [i.id for i in await store.instances(now - 120)] == ["a", "b"]  # oldest start first
+    assert await store.instances(now - 30) == [a]  # b was not seen lately
+    refreshed = InstanceRow("a", "host-1", 11, now, now, {"active_runs": 2})
+    await store.instance_beat(refreshed)
+    [again] = await store.instances(now - 1)
+    assert again.started_at == a.started_at  # a beat refreshes, it does not restart
+    assert (again.seen_at, again.detail) == (now, {"active_runs": 2})
+    await store.instance_gone("a")
+    await store.instance_gone("nope")
+    assert [i.id for i in await store.instances(0)] == ["b"]

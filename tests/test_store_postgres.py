@@ -7,6 +7,8 @@ without PostgreSQL binaries on the machine they are skipped, saying so.
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import pytest
 from bot.cli import main
 from bot.daemon import AlreadyRunning, Daemon
 from bot.doctor import run_checks
-from bot.store import open_store
+from bot.store import InstanceRow, open_store
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.chat import MemoryChannel
 from tests.harness import make_config, running_daemon
@@ -85,7 +87,7 @@ async def test_doctor_checks_the_connection_and_schema_without_showing_the_passw
     checks = {c.name: c for c in await run_checks(config)}
     database = checks["database"]
     assert database.ok, database.line()
-    assert database.detail.endswith("writable, schema 1")
+    assert database.detail.endswith("writable, schema 2")
     assert "s3cret" not in database.line() and "postgres:***@" in database.detail
 
 
@@ -145,3 +147,34 @@ def test_store_migrate_wants_a_postgresql_url(
         == 2
     )
     assert "give a postgresql:// URL" in capsys.readouterr().err
+
+
+async def test_status_lists_the_live_instances_of_the_shared_database(
+    tmp_path: Path, fake: FakeAnthropic, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = {**OPEN_DMS, "store.url": pg_url}
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, settings) as daemon:
+        assert daemon.beacon is not None
+        await daemon.beacon.beat()
+        store = await open_store(pg_url)
+        try:  # another host's daemon, and one that died a while ago
+            now = time.time()
+            await store.instance_beat(InstanceRow("x", "far-host", 7, now, now, {}))
+            await store.instance_beat(InstanceRow("y", "dead-host", 8, now - 99, now - 99, {}))
+        finally:
+            await store.close()
+        config = str(tmp_path / "config.yaml")
+        assert await asyncio.to_thread(main, ["status", "--config", config]) == 0
+        out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("  instance ")]
+    assert len(lines) == 2, out
+    assert f"pid {os.getpid()}" in lines[0] and "channels telegram;" in lines[0]
+    assert "far-host pid 7" in lines[1]
+    assert "dead-host" not in out
+    # a clean stop removes the daemon's row
+    store = await open_store(pg_url)
+    try:
+        assert [i.host for i in await store.instances(0)] == ["dead-host", "far-host"]
+    finally:
+        await store.close()
