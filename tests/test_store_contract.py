@@ -548,3 +548,46 @@ async def test_instances_report_themselves_and_go_away(store: Store) -> None:
     await store.instance_gone("a")
     await store.instance_gone("nope")
     assert [i.id for i in await store.instances(0)] == ["b"]
+
+
+# -- two handles on one store (two processes, or two instances on PostgreSQL) -------------
+
+
+async def test_a_message_is_written_once_across_handles(backend: Backend) -> None:
+    one = await backend.open()
+    two = await backend.open()
+    try:
+        adds = [
+            handle.inbox_add("telegram", "bot", "c", f"m{n}", {"n": n})
+            for n in range(10)
+            for handle in (one, two)
+        ]
+        ids = await asyncio.gather(*adds)
+        for n in range(10):
+            assert sum(i is not None for i in ids[2 * n : 2 * n + 2]) == 1
+        assert len(await one.inbox_pending()) == 10
+    finally:
+        await two.close()
+        await one.close()
+
+
+async def test_runs_saved_through_two_handles_never_interleave(backend: Backend) -> None:
+    one = await backend.open()
+    two = await backend.open()
+    try:
+        session = await one.session("agent:main:shared")
+
+        async def run(handle: Store, n: int) -> None:
+            msgs = [user(f"{n}-q"), assistant(f"{n}-a")]
+            await handle.save_run(session.id, session.key, msgs, usage=Usage(1), run_id=f"{n}")
+
+        await asyncio.gather(*(run(one if n % 2 else two, n) for n in range(10)))
+        texts = [m["content"][0]["text"] for m in await two.messages(session.id)]
+        assert len(texts) == 20
+        for start in range(0, 20, 2):
+            n = texts[start].split("-")[0]
+            assert texts[start : start + 2] == [f"{n}-q", f"{n}-a"]
+        assert (await one.session(session.key)).input_tokens == 10
+    finally:
+        await two.close()
+        await one.close()
