@@ -72,11 +72,11 @@ class Daemon:
         config = self.config
         self.store = await open_store(config.store_target)
         try:
-            await self.store.hold_instance()
+            instance_id = await self.store.hold_instance()
         except AlreadyRunning:
             await self.store.close()
             raise
-        self.beacon = InstanceBeacon(self.store, self.status)
+        self.beacon = InstanceBeacon(self.store, self.status, instance_id)
         copied = seed_workspace(config.workspace)
         if copied:
             log.info("workspace %s seeded with %s", config.workspace, ", ".join(copied))

@@ -1,7 +1,7 @@
 """This daemon in the store's `instances` table, so `perch status` can list the live ones.
 
 A running daemon reports itself every few seconds (`InstanceBeacon.beat`, from its status
-loop) with what it holds: its channels and their state, active runs, queued messages. An
+loop; the beat also renews the leases of the inbox rows it works on) with what it holds: its channels and their state, active runs, queued messages. An
 instance not seen for `LIVE_WITHIN` seconds counts as gone (killed, or its host is down);
 a clean stop removes its row. With PostgreSQL this lists daemons on every host.
 """
@@ -12,7 +12,6 @@ import logging
 import os
 import socket
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -36,10 +35,12 @@ def summarise(status: dict[str, Any]) -> dict[str, Any]:
 class InstanceBeacon:
     """Reports one daemon to the store; `beat()` never raises (a database hiccup is logged)."""
 
-    def __init__(self, store: Store, status: Callable[[], dict[str, Any]]) -> None:
+    def __init__(
+        self, store: Store, status: Callable[[], dict[str, Any]], instance_id: str
+    ) -> None:
         self.store = store
         self.status = status
-        self.id = uuid.uuid4().hex[:12]
+        self.id = instance_id  # from `store.hold_instance()`: its inbox rows are leased to it
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self.started_at = time.time()

@@ -25,6 +25,7 @@ from agents.model import Message, Usage
 
 RunStatus = Literal["ok", "delivered", "error", "skipped", "missed"]
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+INBOX_LEASE = 30.0  # seconds an inbox row stays with its instance without a heartbeat
 
 
 # What `perch store migrate` copies, table by table in this order (parents first), and the
@@ -150,9 +151,11 @@ class Store(Protocol):
     async def close(self) -> None:
         """Close the store (and give up the instance claim, if held)."""
 
-    async def hold_instance(self) -> None:
+    async def hold_instance(self) -> str:
         """Claim the store for this daemon until `close()`; AlreadyRunning if another
-        daemon holds it (a second `perch run` on the same store refuses to start)."""
+        daemon holds it (a second `perch run` on the same store refuses to start). Returns
+        the new instance's id; inbox rows of earlier holders are released (they are gone).
+        """
 
     async def schema_version(self) -> int: ...
 
@@ -225,7 +228,12 @@ class Store(Protocol):
         *,
         received_at: float | None = None,
     ) -> int | None:
-        """Record an accepted message before processing; None if it was seen before."""
+        """Record an accepted message before processing; None if it was seen before.
+        The row belongs to this store's holder, leased for `INBOX_LEASE` seconds."""
+
+    async def inbox_claim(self, now: float | None = None) -> list[InboxRow]:
+        """Take over pending rows whose lease ran out (their instance is gone): each is
+        returned to exactly one claimant, leased anew; oldest first."""
 
     async def inbox_close(self, ids: Iterable[int], status: str = "done") -> None:
         """Finish pending rows (a closed row is never reopened)."""
@@ -289,7 +297,8 @@ class Store(Protocol):
     # -- instances ------------------------------------------------------------------------
 
     async def instance_beat(self, instance: InstanceRow) -> None:
-        """Record that `instance` is alive (insert or refresh seen_at and detail)."""
+        """Record that `instance` is alive (insert or refresh seen_at and detail) and
+        renew the leases of its pending inbox rows until seen_at + `INBOX_LEASE`."""
 
     async def instance_gone(self, instance_id: str) -> None:
         """Forget an instance that stopped cleanly."""

@@ -8,6 +8,7 @@ live next to it: sessions and history in `store_pg_sessions.py`, inbox, pairing 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -55,7 +56,7 @@ class PostgresStore(PostgresSessions, PostgresQueues):
             await self._instance_conn.close()  # releases the instance lock
             self._instance_conn = None
 
-    async def hold_instance(self) -> None:
+    async def hold_instance(self) -> str:
         """A session advisory lock on a connection of its own: the server releases it when
         this process closes the store or dies (the connection drops)."""
         conn = await asyncpg.connect(self.url, timeout=CONNECT_TIMEOUT)
@@ -66,6 +67,10 @@ class PostgresStore(PostgresSessions, PostgresQueues):
                 "(perch status shows it)"
             )
         self._instance_conn = conn
+        self.holder = uuid.uuid4().hex[:12]
+        # whoever held the database before is gone (the lock is exclusive)
+        await self._pool.execute("UPDATE inbox SET lease_until = 0 WHERE status = 'pending'")
+        return self.holder
 
     async def schema_version(self) -> int:
         exists = await self._pool.fetchval("SELECT to_regclass('perch_schema') IS NOT NULL")

@@ -122,8 +122,10 @@ MIGRATIONS: list[str] = [
     );
     INSERT INTO cron_changes (n) VALUES (0);
     """,
-    # 2: running daemons, for perch status
+    # 2: running daemons (for perch status) and who works on an inbox row, until when
     """
+    ALTER TABLE inbox ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE inbox ADD COLUMN lease_until DOUBLE PRECISION NOT NULL DEFAULT 0;
     CREATE TABLE instances (
         id TEXT PRIMARY KEY,
         host TEXT NOT NULL,
@@ -148,6 +150,7 @@ class PostgresBase:
     def __init__(self, pool: asyncpg.Pool, url: str) -> None:
         self._pool = pool
         self.url = url
+        self.holder = ""  # this daemon's instance id once `hold_instance()` succeeded
 
     @property
     def location(self) -> str:

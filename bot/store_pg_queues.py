@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from bot.store import CronJobRow, CronRun, InboxRow, InstanceRow, PairingRequest
+from bot.store import INBOX_LEASE, CronJobRow, CronRun, InboxRow, InstanceRow, PairingRequest
 from bot.store_pg_base import PostgresBase, affected
 
 _CRON_COLUMNS = (
@@ -25,6 +25,13 @@ _INSERT_RUN = (
 )
 _BUMP = "UPDATE cron_changes SET n = n + 1"
 _PAIRING = "channel, code, sender_id, sender_name, created_at, expires_at"
+
+
+_INBOX_COLUMNS = "id, channel, account, chat_id, message_id, session_key, payload, received_at"
+
+
+def _inbox(r: Any) -> InboxRow:
+    return InboxRow(int(r[0]), r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7])
 
 
 def _run_params(run: CronRun) -> tuple[Any, ...]:
@@ -45,19 +52,35 @@ class PostgresQueues(PostgresBase):
         *,
         received_at: float | None = None,
     ) -> int | None:
+        now = time.time()
         row_id = await self._pool.fetchval(
             "INSERT INTO inbox (channel, account, chat_id, message_id, session_key, payload, "
-            "received_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING "
-            "RETURNING id",
+            "received_at, owner, lease_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+            "ON CONFLICT DO NOTHING RETURNING id",
             channel,
             account,
             chat_id,
             message_id,
             session_key,
             json.dumps(payload, ensure_ascii=False),
-            time.time() if received_at is None else received_at,
+            now if received_at is None else received_at,
+            self.holder,
+            now + INBOX_LEASE if self.holder else 0.0,
         )
         return int(row_id) if row_id is not None else None
+
+    async def inbox_claim(self, now: float | None = None) -> list[InboxRow]:
+        now = time.time() if now is None else now
+        # SKIP LOCKED: rows another instance is claiming right now are left to it
+        rows = await self._pool.fetch(
+            "UPDATE inbox SET owner = $1, lease_until = $2 WHERE id IN (SELECT id FROM inbox "
+            "WHERE status = 'pending' AND lease_until < $3 ORDER BY id FOR UPDATE SKIP LOCKED) "
+            f"RETURNING {_INBOX_COLUMNS}",
+            self.holder,
+            now + INBOX_LEASE,
+            now,
+        )
+        return sorted((_inbox(r) for r in rows), key=lambda r: r.id)
 
     async def inbox_close(self, ids: Iterable[int], status: str = "done") -> None:
         ids = list(ids)
@@ -73,12 +96,9 @@ class PostgresQueues(PostgresBase):
 
     async def inbox_pending(self) -> list[InboxRow]:
         rows = await self._pool.fetch(
-            "SELECT id, channel, account, chat_id, message_id, session_key, payload, received_at"
-            " FROM inbox WHERE status = 'pending' ORDER BY id"
+            f"SELECT {_INBOX_COLUMNS} FROM inbox WHERE status = 'pending' ORDER BY id"
         )
-        return [
-            InboxRow(int(r[0]), r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7]) for r in rows
-        ]
+        return [_inbox(r) for r in rows]
 
     async def inbox_prune(self, older_than: float) -> None:
         await self._pool.execute(
@@ -230,13 +250,19 @@ class PostgresQueues(PostgresBase):
     # -- instances ------------------------------------------------------------------------
 
     async def instance_beat(self, instance: InstanceRow) -> None:
-        await self._pool.execute(
-            "INSERT INTO instances (id, host, pid, started_at, seen_at, detail) "
-            "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET "
-            "seen_at = excluded.seen_at, detail = excluded.detail",
-            instance.id, instance.host, instance.pid, instance.started_at, instance.seen_at,
-            json.dumps(instance.detail, ensure_ascii=False),
-        )  # fmt: skip
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "UPDATE inbox SET lease_until = $1 WHERE owner = $2 AND status = 'pending'",
+                instance.seen_at + INBOX_LEASE,
+                instance.id,
+            )
+            await conn.execute(
+                "INSERT INTO instances (id, host, pid, started_at, seen_at, detail) "
+                "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET "
+                "seen_at = excluded.seen_at, detail = excluded.detail",
+                instance.id, instance.host, instance.pid, instance.started_at, instance.seen_at,
+                json.dumps(instance.detail, ensure_ascii=False),
+            )  # fmt: skip
 
     async def instance_gone(self, instance_id: str) -> None:
         await self._pool.execute("DELETE FROM instances WHERE id = $1", instance_id)

@@ -9,6 +9,7 @@ sessions and history in `store_sqlite_sessions.py`, inbox, pairing and cron in
 from __future__ import annotations
 
 import fcntl
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO
@@ -56,7 +57,7 @@ class SQLiteStore(SQLiteSessions, SQLiteQueues):
             self._instance_lock.close()  # releases the instance lock
             self._instance_lock = None
 
-    async def hold_instance(self) -> None:
+    async def hold_instance(self) -> str:
         """An exclusive lock on `<db>.lock`, held until close or until the process dies."""
         lock_path = self.path.with_name(self.path.name + ".lock")
         handle = open(lock_path, "a+b")  # noqa: ASYNC230, SIM115 (held while the daemon runs)
@@ -69,6 +70,10 @@ class SQLiteStore(SQLiteSessions, SQLiteQueues):
                 "(perch status shows it)"
             ) from None
         self._instance_lock = handle
+        self.holder = uuid.uuid4().hex[:12]
+        async with self._lock:  # whoever held the store before is gone
+            await self._db.execute("UPDATE inbox SET lease_until = 0 WHERE status = 'pending'")
+        return self.holder
 
     async def schema_version(self) -> int:
         rows = await self._db.execute_fetchall("PRAGMA user_version")

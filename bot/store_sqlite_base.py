@@ -118,8 +118,10 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX cron_runs_by_job ON cron_runs(job_id, id);
     """,
-    # 3: running daemons, for perch status
+    # 3: running daemons (for perch status) and who works on an inbox row, until when
     """
+    ALTER TABLE inbox ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE inbox ADD COLUMN lease_until REAL NOT NULL DEFAULT 0;
     CREATE TABLE instances (
         id TEXT PRIMARY KEY,
         host TEXT NOT NULL,
@@ -139,6 +141,7 @@ class SQLiteBase:
         self._db = db
         self.path = path
         self._lock = asyncio.Lock()
+        self.holder = ""  # this daemon's instance id once `hold_instance()` succeeded
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:

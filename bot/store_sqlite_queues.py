@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from bot.store import CronJobRow, CronRun, InboxRow, InstanceRow, PairingRequest
+from bot.store import INBOX_LEASE, CronJobRow, CronRun, InboxRow, InstanceRow, PairingRequest
 from bot.store_sqlite_base import SQLiteBase
 
 _CRON_COLUMNS = (
@@ -30,6 +30,13 @@ def _job(row: Any) -> CronJobRow:
         row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], bool(row[8]),
         row[9], row[10], row[11], row[12], row[13], row[14], row[15],
     )  # fmt: skip
+
+
+_INBOX_COLUMNS = "id, channel, account, chat_id, message_id, session_key, payload, received_at"
+
+
+def _inbox(r: Any) -> InboxRow:
+    return InboxRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7])
 
 
 def _run_params(run: CronRun) -> tuple[Any, ...]:
@@ -50,10 +57,12 @@ class SQLiteQueues(SQLiteBase):
         *,
         received_at: float | None = None,
     ) -> int | None:
+        now = time.time()
         async with self._lock:
             cur = await self._db.execute(
                 "INSERT OR IGNORE INTO inbox (channel, account, chat_id, message_id, "
-                "session_key, payload, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "session_key, payload, received_at, owner, lease_until) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     channel,
                     account,
@@ -61,10 +70,22 @@ class SQLiteQueues(SQLiteBase):
                     message_id,
                     session_key,
                     json.dumps(payload, ensure_ascii=False),
-                    time.time() if received_at is None else received_at,
+                    now if received_at is None else received_at,
+                    self.holder,
+                    now + INBOX_LEASE if self.holder else 0.0,
                 ),
             )
         return cur.lastrowid if cur.rowcount == 1 else None
+
+    async def inbox_claim(self, now: float | None = None) -> list[InboxRow]:
+        now = time.time() if now is None else now
+        async with self._lock:
+            rows = await self._db.execute_fetchall(
+                "UPDATE inbox SET owner = ?, lease_until = ? "
+                "WHERE status = 'pending' AND lease_until < ? RETURNING " + _INBOX_COLUMNS,
+                (self.holder, now + INBOX_LEASE, now),
+            )
+        return sorted((_inbox(r) for r in rows), key=lambda r: r.id)
 
     async def inbox_close(self, ids: Iterable[int], status: str = "done") -> None:
         params = [(status, time.time(), i) for i in ids]
@@ -78,10 +99,9 @@ class SQLiteQueues(SQLiteBase):
 
     async def inbox_pending(self) -> list[InboxRow]:
         rows = await self._db.execute_fetchall(
-            "SELECT id, channel, account, chat_id, message_id, session_key, payload, received_at"
-            " FROM inbox WHERE status = 'pending' ORDER BY id"
+            f"SELECT {_INBOX_COLUMNS} FROM inbox WHERE status = 'pending' ORDER BY id"
         )
-        return [InboxRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7]) for r in rows]
+        return [_inbox(r) for r in rows]
 
     async def inbox_prune(self, older_than: float) -> None:
         async with self._lock:
@@ -225,8 +245,12 @@ class SQLiteQueues(SQLiteBase):
     # -- instances ------------------------------------------------------------------------
 
     async def instance_beat(self, instance: InstanceRow) -> None:
-        async with self._lock:
-            await self._db.execute(
+        async with self._transaction() as db:
+            await db.execute(
+                "UPDATE inbox SET lease_until = ? WHERE owner = ? AND status = 'pending'",
+                (instance.seen_at + INBOX_LEASE, instance.id),
+            )
+            await db.execute(
                 "INSERT INTO instances (id, host, pid, started_at, seen_at, detail) "
                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
                 "seen_at = excluded.seen_at, detail = excluded.detail",

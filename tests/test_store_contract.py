@@ -16,6 +16,7 @@ import pytest
 from agents.model import Message, Usage
 from bot.store import (
     COPY_COLUMNS,
+    INBOX_LEASE,
     AlreadyRunning,
     CronJobRow,
     CronRun,
@@ -588,6 +589,71 @@ async def test_runs_saved_through_two_handles_never_interleave(backend: Backend)
             n = texts[start].split("-")[0]
             assert texts[start : start + 2] == [f"{n}-q", f"{n}-a"]
         assert (await one.session(session.key)).input_tokens == 10
+    finally:
+        await two.close()
+        await one.close()
+
+
+# -- inbox claims and leases -------------------------------------------------------------
+
+
+async def test_unowned_pending_rows_are_claimed_once_oldest_first(store: Store) -> None:
+    first = await store.inbox_add("telegram", "bot", "c", "1", {"n": 1})
+    second = await store.inbox_add("telegram", "bot", "c", "2", {"n": 2})
+    done = await store.inbox_add("telegram", "bot", "c", "3", {})
+    assert done is not None
+    await store.inbox_close([done])
+    claimed = await store.inbox_claim()
+    assert [(r.id, r.payload) for r in claimed] == [(first, {"n": 1}), (second, {"n": 2})]
+    assert await store.inbox_claim() == []  # leased to the claimant now
+    later = time.time() + INBOX_LEASE + 1
+    assert [r.id for r in await store.inbox_claim(now=later)] == [first, second]
+
+
+async def test_a_held_instance_keeps_its_rows_while_it_beats(backend: Backend) -> None:
+    live = await backend.open()
+    other = await backend.open()
+    try:
+        instance = await live.hold_instance()
+        row_id = await live.inbox_add("telegram", "bot", "c", "1", {})
+        now = time.time()
+        assert await other.inbox_claim(now=now + INBOX_LEASE - 5) == []
+        beat = InstanceRow(instance, "h", 1, now, now + 20, {})
+        await live.instance_beat(beat)  # renews its rows until seen_at + INBOX_LEASE
+        assert await other.inbox_claim(now=now + INBOX_LEASE + 5) == []
+        # the instance stops beating (killed): after the lease its row is taken over once
+        taken = await other.inbox_claim(now=now + 20 + INBOX_LEASE + 1)
+        assert [r.id for r in taken] == [row_id]
+        assert await live.inbox_claim(now=now + 20 + INBOX_LEASE + 2) == []
+    finally:
+        await other.close()
+        await live.close()
+
+
+async def test_a_new_holder_takes_over_what_the_last_one_left(backend: Backend) -> None:
+    dead = await backend.open()
+    await dead.hold_instance()
+    row_id = await dead.inbox_add("telegram", "bot", "c", "1", {})
+    await dead.close()  # as after a crash: the row is still pending and leased
+    fresh = await backend.open()
+    try:
+        await fresh.hold_instance()
+        assert [r.id for r in await fresh.inbox_claim()] == [row_id]
+    finally:
+        await fresh.close()
+
+
+async def test_concurrent_claims_never_hand_out_a_row_twice(backend: Backend) -> None:
+    one = await backend.open()
+    two = await backend.open()
+    try:
+        for n in range(30):
+            await one.inbox_add("telegram", "bot", "c", str(n), {})
+        claims = await asyncio.gather(
+            *(handle.inbox_claim() for _ in range(3) for handle in (one, two))
+        )
+        ids = [r.id for rows in claims for r in rows]
+        assert len(ids) == len(set(ids)) == 30
     finally:
         await two.close()
         await one.close()
