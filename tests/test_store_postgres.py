@@ -13,15 +13,17 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bot.cli import main
 from bot.daemon import AlreadyRunning, Daemon
 from bot.doctor import run_checks
 from bot.store import InstanceRow, open_store
-from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import make_config, running_daemon
 from tests.store_backends import NO_POSTGRES, PostgresServer, drop_database, new_database
+from tests.test_daemon_process import Perch, write_config
 
 OPEN_DMS = {"channels.telegram.dm_policy": "open", "channels.telegram.allow_from": ["*"]}
 
@@ -178,3 +180,60 @@ async def test_status_lists_the_live_instances_of_the_shared_database(
         assert [i.host for i in await store.instances(0)] == ["dead-host", "far-host"]
     finally:
         await store.close()
+
+
+# -- `perch run` processes on one PostgreSQL database ---------------------------------------
+
+
+def pg_config(tmp_path: Path, base_url: str, url: str) -> Path:
+    path = write_config(tmp_path, base_url)
+    data = yaml.safe_load(path.read_text())
+    data["store"] = {"url": url}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.timeout(120)
+async def test_sigkill_mid_run_on_postgresql_loses_nothing_and_answers_once(
+    tmp_path: Path, fake: FakeAnthropic, pg_url: str
+) -> None:
+    config = pg_config(tmp_path, fake.base_url, pg_url)
+    gate = asyncio.Event()
+    fake.default = lambda body: Reply.text("echo: " + last_user_text(body), hold=gate)
+    perch = await Perch.start(config)
+    await perch.say("remember the milk")
+    await fake.wait_requests(1, timeout=30)
+    perch.proc.kill()
+    await perch.proc.wait()
+
+    gate.set()
+    perch = await Perch.start(config)  # the dead one's lock and inbox lease are released
+    await perch.expect("echo: remember the milk", timeout=40)
+    code, err = await perch.finish()
+    assert code == 0, err
+    assert [last_user_text(r) for r in fake.requests] == ["remember the milk"] * 2
+    assert "".join(perch.out).count("echo: remember the milk") == 1
+    store = await open_store(pg_url)
+    try:
+        assert await store.inbox_pending() == []
+        [session] = await store.list_sessions()
+        assert [m["role"] for m in await store.messages(session.id)] == ["user", "assistant"]
+    finally:
+        await store.close()
+
+
+@pytest.mark.timeout(120)
+async def test_a_second_perch_run_on_the_same_postgresql_database_refuses(
+    tmp_path: Path, fake: FakeAnthropic, pg_url: str
+) -> None:
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+    first = await Perch.start(pg_config(tmp_path / "one", fake.base_url, pg_url))
+    await first.say("hello")
+    await first.expect("echo: hello", timeout=40)
+    second = await Perch.start(pg_config(tmp_path / "two", fake.base_url, pg_url))
+    code, err = await second.finish()
+    assert code == 1
+    assert "another Perch is already running with postgresql://" in err
+    code, err = await first.finish()
+    assert code == 0, err
