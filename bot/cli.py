@@ -40,11 +40,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     require_api_key(config)
     from bot.daemon import AlreadyRunning, Daemon
     from bot.logs import setup_logging
+    from bot.store import StoreUnavailable
 
     setup_logging(config.logging.level, config.logging.format, _secrets(config))
     try:
         asyncio.run(Daemon(config).run())
-    except AlreadyRunning as exc:
+    except (AlreadyRunning, StoreUnavailable) as exc:
         print(f"perch: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -173,6 +174,10 @@ class StoreConfig(_Model):
     def _postgres_url(cls, value: str) -> str:
         if value and not value.startswith(("postgresql://", "postgres://")):
             raise ValueError("must start with postgresql:// (or be empty to use store.path)")
+        try:
+            _ = urlsplit(value).port  # a bad host or port fails here
+        except ValueError as exc:
+            raise ValueError(f"is not a valid postgresql:// URL ({exc})") from None
         return value
 
 

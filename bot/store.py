@@ -54,6 +54,10 @@ class AlreadyRunning(RuntimeError):
     """Another Perch daemon serves this store."""
 
 
+class StoreUnavailable(ConnectionError):
+    """The database server cannot be reached or refuses us; the message says what to check."""
+
+
 @dataclass(slots=True)
 class SessionRow:
     id: str
@@ -332,8 +336,12 @@ def decode_message(role: str, content: str) -> Message:
 
 def redact_url(url: str) -> str:
     """`url` without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not a URL we can take apart: show none of it after the scheme
+        return url.split("://", 1)[0] + "://..."
+    if password is None:
         return url
     netloc = parts.netloc.rsplit("@", 1)
     user = parts.username or ""

@@ -15,7 +15,15 @@ from typing import Any
 
 from bot.cli import config_path
 from bot.config import load_config
-from bot.store import COPY_COLUMNS, AlreadyRunning, Store, is_postgres_url, open_store, redact_url
+from bot.store import (
+    COPY_COLUMNS,
+    AlreadyRunning,
+    Store,
+    StoreUnavailable,
+    is_postgres_url,
+    open_store,
+    redact_url,
+)
 
 
 class CopyRefused(RuntimeError):
@@ -59,7 +67,7 @@ def cmd_store(args: argparse.Namespace) -> int:
         return 1
     try:
         counts = asyncio.run(_migrate(config.db_path, url))
-    except (CopyRefused, AlreadyRunning, ConnectionError) as exc:
+    except (CopyRefused, AlreadyRunning, StoreUnavailable) as exc:
         print(f"perch: {exc}", file=sys.stderr)
         return 1
     copied = ", ".join(f"{n} {table}" for table, n in counts.items())

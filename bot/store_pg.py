@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 
-from bot.store import COPY_COLUMNS, AlreadyRunning, CopyRow, redact_url
+from bot.store import COPY_COLUMNS, AlreadyRunning, CopyRow, StoreUnavailable, redact_url
 from bot.store_pg_base import INSTANCE_LOCK, MIGRATE_LOCK, MIGRATIONS
 from bot.store_pg_queues import PostgresQueues
 from bot.store_pg_sessions import PostgresSessions
@@ -37,8 +37,9 @@ class PostgresStore(PostgresSessions, PostgresQueues):
             pool = await asyncpg.create_pool(
                 url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_TIMEOUT
             )
-        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
-            raise ConnectionError(
+        except (OSError, TimeoutError, ValueError, asyncpg.PostgresError,
+                asyncpg.InterfaceError) as exc:  # fmt: skip
+            raise StoreUnavailable(
                 f"{redact_url(url)}: cannot connect to PostgreSQL ({exc}); check store.url "
                 "and that the server is running"
             ) from None

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from bot.cli import main
+from bot.config import ConfigError
 from bot.daemon import AlreadyRunning, Daemon
 from bot.doctor import run_checks
 from bot.store import InstanceRow, open_store
@@ -237,3 +238,30 @@ async def test_a_second_perch_run_on_the_same_postgresql_database_refuses(
     assert "another Perch is already running with postgresql://" in err
     code, err = await first.finish()
     assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    ("url", "complaint"),
+    [
+        ("mysql://perch@db/perch", "must start with postgresql://"),
+        ("postgresql://perch@db:port/perch", "is not a valid postgresql:// URL"),
+        ("postgresql://perch@[db/perch", "is not a valid postgresql:// URL"),
+    ],
+)
+def test_a_bad_store_url_is_a_config_error_naming_the_key(
+    tmp_path: Path, url: str, complaint: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        make_config(tmp_path, "http://127.0.0.1:9", {"store.url": url})
+    assert "store.url" in str(err.value) and complaint in str(err.value)
+
+
+def test_perch_run_says_in_one_line_when_the_database_server_is_down(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = "postgresql://perch:s3cret@127.0.0.1:9/perch"  # nothing listens on port 9
+    make_config(tmp_path, "http://127.0.0.1:9", {"store.url": url})
+    assert main(["run", "--config", str(tmp_path / "config.yaml")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("perch: postgresql://perch:***@127.0.0.1:9/perch: cannot connect")
+    assert len(err.splitlines()) == 1 and "s3cret" not in err
