@@ -101,11 +101,15 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(f"  {extra.replace('_', ' ')}: {daemon[extra]}")
 
     async def usage() -> None:
-        from bot.store import open_store
+        from bot.store import StoreUnavailable, open_store
 
         if not config.store.url and not config.db_path.exists():
             return
-        store = await open_store(config.store_target)
+        try:
+            store = await open_store(config.store_target)
+        except StoreUnavailable as exc:
+            print(f"  database: {exc}")
+            return
         try:
             day = time.time() - (time.time() % 86400)
             today = await store.usage_since(day)

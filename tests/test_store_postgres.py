@@ -265,3 +265,13 @@ def test_perch_run_says_in_one_line_when_the_database_server_is_down(
     err = capsys.readouterr().err.strip()
     assert err.startswith("perch: postgresql://perch:***@127.0.0.1:9/perch: cannot connect")
     assert len(err.splitlines()) == 1 and "s3cret" not in err
+
+
+def test_status_says_when_the_database_server_is_down(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_config(tmp_path, "http://127.0.0.1:9", {"store.url": "postgresql://p@127.0.0.1:9/p"})
+    assert main(["status", "--config", str(tmp_path / "config.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "Perch is not running." in out
+    assert "database: postgresql://p@127.0.0.1:9/p: cannot connect to PostgreSQL" in out
