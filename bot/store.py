@@ -2,7 +2,7 @@
 
 The rest of `bot/` depends on this protocol and its row types only; every SQL statement of
 the project lives in a backend behind it (`bot/store_sqlite*.py`, the embedded default;
-`bot/store_pg*.py`, PostgreSQL for a store shared by several instances). `open_store(where)`
+`bot/store_pg*.py`, a PostgreSQL server). `open_store(where)`
 picks the backend: a `postgresql://` URL or a file path. `tests/test_store_contract.py` is
 the behaviour every backend must show.
 

@@ -8,15 +8,25 @@ live next to it: sessions and history in `store_pg_sessions.py`, inbox, pairing 
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
 
-from bot.store import COPY_COLUMNS, AlreadyRunning, CopyRow, StoreUnavailable, redact_url
+from bot.store import (
+    COPY_COLUMNS,
+    AlreadyRunning,
+    CopyRow,
+    InstanceRow,
+    StoreUnavailable,
+    redact_url,
+)
 from bot.store_pg_base import INSTANCE_LOCK, MIGRATE_LOCK, MIGRATIONS
 from bot.store_pg_queues import PostgresQueues
 from bot.store_pg_sessions import PostgresSessions
+
+log = logging.getLogger(__name__)
 
 POOL_SIZE = 10
 # the key each table is dumped in (the order rows were written, where there is an id)
@@ -60,6 +70,13 @@ class PostgresStore(PostgresSessions, PostgresQueues):
     async def hold_instance(self) -> str:
         """A session advisory lock on a connection of its own: the server releases it when
         this process closes the store or dies (the connection drops)."""
+        self._instance_conn = await self._lock_instance()
+        self.holder = uuid.uuid4().hex[:12]
+        # whoever held the database before is gone (the lock is exclusive)
+        await self._pool.execute("UPDATE inbox SET lease_until = 0 WHERE status = 'pending'")
+        return self.holder
+
+    async def _lock_instance(self) -> asyncpg.Connection:
         conn = await asyncpg.connect(self.url, timeout=CONNECT_TIMEOUT)
         if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", INSTANCE_LOCK):
             await conn.close()
@@ -67,11 +84,22 @@ class PostgresStore(PostgresSessions, PostgresQueues):
                 f"another Perch is already running with {self.location}; stop it first "
                 "(perch status shows it)"
             )
-        self._instance_conn = conn
-        self.holder = uuid.uuid4().hex[:12]
-        # whoever held the database before is gone (the lock is exclusive)
-        await self._pool.execute("UPDATE inbox SET lease_until = 0 WHERE status = 'pending'")
-        return self.holder
+        return conn
+
+    async def instance_beat(self, instance: InstanceRow) -> None:
+        """Also re-takes the instance lock if its connection dropped (a server restart)."""
+        if self._instance_conn is not None and not await _alive(self._instance_conn):
+            self._instance_conn = None
+            try:
+                self._instance_conn = await self._lock_instance()
+                log.warning("%s: connection lost and instance lock taken again", self.location)
+            except AlreadyRunning:
+                log.error(
+                    "%s: the instance lock was lost and another Perch holds it now; "
+                    "stop one of them",
+                    self.location,
+                )
+        await super().instance_beat(instance)
 
     async def schema_version(self) -> int:
         exists = await self._pool.fetchval("SELECT to_regclass('perch_schema') IS NOT NULL")
@@ -142,3 +170,12 @@ class PostgresStore(PostgresSessions, PostgresQueues):
                     f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                     f"COALESCE((SELECT max(id) FROM {table}), 0) + 1, false)"
                 )
+
+
+async def _alive(conn: asyncpg.Connection) -> bool:
+    try:
+        await conn.fetchval("SELECT 1", timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+        conn.terminate()
+        return False
+    return True

@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 import yaml
 
@@ -20,6 +21,7 @@ from bot.config import ConfigError
 from bot.daemon import AlreadyRunning, Daemon
 from bot.doctor import run_checks
 from bot.store import InstanceRow, open_store
+from bot.store_pg_base import INSTANCE_LOCK
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import make_config, running_daemon
@@ -275,3 +277,26 @@ def test_status_says_when_the_database_server_is_down(
     out = capsys.readouterr().out
     assert "Perch is not running." in out
     assert "database: postgresql://p@127.0.0.1:9/p: cannot connect to PostgreSQL" in out
+
+
+async def test_a_dropped_instance_lock_is_taken_again_at_the_next_beat(pg_url: str) -> None:
+    store = await open_store(pg_url)
+    other = await open_store(pg_url)
+    admin = await asyncpg.connect(pg_url)
+    try:
+        instance = await store.hold_instance()
+        # the server drops the lock's connection (as in a restart or a network cut)
+        killed = await admin.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_locks "
+            "WHERE locktype = 'advisory' AND objid = $1",
+            INSTANCE_LOCK,
+        )
+        assert killed == 1
+        now = time.time()
+        await store.instance_beat(InstanceRow(instance, "h", 1, now, now, {}))
+        with pytest.raises(AlreadyRunning):
+            await other.hold_instance()
+    finally:
+        await admin.close()
+        await other.close()
+        await store.close()
