@@ -175,7 +175,7 @@ class PostgresStore(PostgresSessions, PostgresQueues):
 async def _alive(conn: asyncpg.Connection) -> bool:
     try:
         await conn.fetchval("SELECT 1", timeout=CONNECT_TIMEOUT)
-    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+    except Exception:  # any failure of this probe means the connection is not usable
         conn.terminate()
         return False
     return True

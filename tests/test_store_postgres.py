@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -258,13 +260,19 @@ def test_a_bad_store_url_is_a_config_error_naming_the_key(
     assert "store.url" in str(err.value) and complaint in str(err.value)
 
 
-def test_perch_run_says_in_one_line_when_the_database_server_is_down(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_perch_run_says_in_one_line_when_the_database_server_is_down(tmp_path: Path) -> None:
     url = "postgresql://perch:s3cret@127.0.0.1:9/perch"  # nothing listens on port 9
     make_config(tmp_path, "http://127.0.0.1:9", {"store.url": url})
-    assert main(["run", "--config", str(tmp_path / "config.yaml")]) == 1
-    err = capsys.readouterr().err.strip()
+    config = str(tmp_path / "config.yaml")
+    done = subprocess.run(  # a process of its own: `perch run` sets up logging for good
+        [sys.executable, "-m", "bot.cli", "run", "--config", config],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1
+    err = done.stderr.strip()
     assert err.startswith("perch: postgresql://perch:***@127.0.0.1:9/perch: cannot connect")
     assert len(err.splitlines()) == 1 and "s3cret" not in err
 
