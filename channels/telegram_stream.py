@@ -34,7 +34,7 @@ class TelegramReplyStream:
         self._channel = channel
         self._sender = channel._sender
         self._chat = chat
-        self._interval = channel._opt.stream_interval
+        self.interval = channel._opt.stream_interval
         self._limit = channel._opt.chunk_limit
         self._latest = ""
         self._shown = ""
@@ -100,7 +100,7 @@ class TelegramReplyStream:
             text = self._latest
             if text != self._shown:
                 await self._show(text)
-            delay = max(self._interval, self._not_before - time.monotonic())
+            delay = max(self.interval, self._not_before - time.monotonic())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closed.wait(), delay)
             if self._closed.is_set():
