@@ -31,6 +31,7 @@ text, or deleted when nothing of it would be shown. A silent final reply deletes
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import re
@@ -55,12 +56,12 @@ log = logging.getLogger(__name__)
 ReplyKind = Literal["reply", "heartbeat"]
 MAX_OK_REST = 300  # chars that may accompany HEARTBEAT_OK and still be dropped
 
-# A last line that may still become a line-level marker the sanitizer removes
-# (`[Tool call: ...]`, `[System message]`, `<think>`, `<tool_call>`): held until it ends.
-_MARKER_LINE = re.compile(r"[ \t]*[\[<]")
+# Line markers the sanitizer removes with what follows them; a last line that is still the
+# beginning of one is held until it is complete.
+_MARKERS = ("[tool call:", "[tool result", "[historical context:", "[system message]")
 # A tag still being written at the end of the text, or complete with nothing after it yet
 # (`Sure <thi`, `Sure <think>`): whether it is structure depends on what follows.
-_TAG_TAIL = re.compile(r"<[/!]?[\w:-]*(?:\s[^<>\n]*)?>?[ \t]*\Z")
+_TAG_TAIL = re.compile(r"<(?:[/!]?[A-Za-z][\w:-]*(?:\s[^<>\n]*)?>?|[/!]?)[ \t]*\Z")
 _WRAP = "*_~`"
 
 
@@ -94,7 +95,8 @@ def preview_text(partial: str) -> str:
     at the end, and a NO_REPLY (or HEARTBEAT_OK) that may be forming at the start or end.
     """
     start = partial.rfind("\n") + 1
-    if _MARKER_LINE.match(partial, start):
+    line = partial[start:].strip().lower()
+    if line and any(marker.startswith(line) for marker in _MARKERS):
         partial = partial[:start]
     else:
         tail = _TAG_TAIL.search(partial, start)
@@ -146,8 +148,9 @@ class Preview:
     """Feeds a `ReplyStream` the cleaned text of the model call being streamed.
 
     `feed` keeps deltas and cleans the text so far at most once per `stream.interval`
-    (leading edge: the first delta shows at once); `call_ended` shows the call's whole text,
-    then the next call's preview starts afresh. Nothing is prepared for a stream whose
+    (the first delta shows at once; what arrives within the interval is shown when it is
+    over, so a model that pauses mid-reply still has its text on screen); `call_ended`
+    shows the call's whole text, then the next call's preview starts afresh. Nothing is prepared for a stream whose
     interval is infinite (a platform that cannot edit shows no preview).
     """
 
@@ -158,6 +161,8 @@ class Preview:
         self._parts: list[str] = []
         self._due = -math.inf
         self._pending = False
+        self._closed = False
+        self._later: asyncio.Task[None] | None = None
         self.shown = ""  # the last text handed to the stream
 
     @property
@@ -170,27 +175,47 @@ class Preview:
         self._parts.append(delta)
         now = self._clock()
         if now < self._due:
-            self._pending = True
+            self._pending = True  # shown by the next delta, or when the interval is over
+            if self._later is None or self._later.done():
+                self._later = asyncio.create_task(self._refresh_later(), name="preview")
             return
         self._due = now + self._every
-        await self._show(preview_text("".join(self._parts)))
+        await self._show(preview_text(self._text()))
 
     async def call_ended(self, text: str) -> None:
         """A model call finished with `text`: show it (cleaned), then start afresh."""
+        if self._later is not None:
+            self._later.cancel()
         if self.enabled and (self._pending or self._parts):
             await self._show(preview_text(text))
         self._parts = []
         self._pending = False
 
     def settled(self) -> str:
-        """The cleaned text of the call being streamed now, or what was shown last."""
-        if not self._parts:
-            return self.shown
-        return preview_text("".join(self._parts))
+        """The cleaned text of the call being streamed now, else what was shown last."""
+        self.close()
+        return (preview_text(self._text()) if self._parts else "") or self.shown
+
+    def close(self) -> None:
+        """No more updates: cancel a trailing refresh still waiting."""
+        self._closed = True
+        if self._later is not None:
+            self._later.cancel()
+
+    async def _refresh_later(self) -> None:
+        await asyncio.sleep(max(0.0, self._due - self._clock()))
+        if self._pending and not self._closed:
+            self._due = self._clock() + self._every
+            await self._show(preview_text(self._text()))
+
+    def _text(self) -> str:
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
 
     async def _show(self, text: str) -> None:
         self._pending = False
-        if text and text != self.shown:
+        if text and text != self.shown and not self._closed:
             self.shown = text
             await self._stream.update(text)
 
@@ -217,19 +242,22 @@ class TurnReply:
         """Deliver the model's final `text` (cleaned, NO_REPLY honoured); True if sent.
 
         A silent reply deletes the preview, where the platform can."""
+        self.preview.close()
         clean = clean_reply(text)
         await self.stream.finish(clean)
         return bool(clean)
 
     async def fail(self, message: str) -> None:
         """Replace the preview with a message of the daemon's own (a failed turn)."""
+        self.preview.close()
         await self.stream.finish(message)
 
     async def cancel(self) -> None:
         """The run was stopped: leave the cleaned partial text, or delete the preview.
 
         Nothing new is posted when no preview was shown."""
+        settled = self.preview.settled()
         if not self.preview.shown:
             await self.stream.abort()
             return
-        await self.stream.finish(self.preview.settled())
+        await self.stream.finish(settled)
