@@ -24,7 +24,6 @@ from bot.cron_schedule import Schedule, format_time, load_schedule, parse_schedu
 from bot.delivery import describe_chat
 from bot.routing import decode_chat, parse_target
 from bot.store import Store
-from channels.base import ChatRef
 
 log = logging.getLogger(__name__)
 
