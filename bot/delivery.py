@@ -229,6 +229,10 @@ class TurnReply:
         self.stream = channel.reply_stream(chat)
         self.preview = Preview(self.stream)
 
+    def close(self) -> None:
+        """The turn is over, however it ended: no preview refresh runs after this."""
+        self.preview.close()
+
     async def on_event(self, event: Event) -> None:
         """The agent loop's progress callback."""
         if isinstance(event, TextDelta):

@@ -176,6 +176,7 @@ class TurnRunner:
             if channel is not None and chat is not None:
                 await stack.enter_async_context(channel.typing(chat))
                 reply = TurnReply(channel, chat)
+                stack.callback(reply.close)
             result = await self.loop.run(request, reply.on_event if reply else None)
             await self.store.save_run(
                 session.id,

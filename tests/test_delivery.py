@@ -5,6 +5,7 @@ same cleaned text; previews hold back what may still turn into debris or a silen
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from agents.tools.cron import CronRequest
 from bot.daemon import Daemon
-from bot.delivery import clean_reply, preview_text
+from bot.delivery import Preview, clean_reply, preview_text
 from bot.routing import encode_chat
 from channels.formatting import render_telegram_html
 from tests.fakes.anthropic import FakeAnthropic, Reply
@@ -38,7 +39,7 @@ async def fake() -> AsyncIterator[FakeAnthropic]:
 
 async def settle(daemon: Daemon) -> None:
     assert daemon.gateway is not None
-    await asyncio.wait_for(daemon.gateway.wait_idle(), 5)
+    await asyncio.wait_for(daemon.gateway.wait_idle(), 30)  # generous: a loaded CI machine
 
 
 # -- the pure part: what a preview may show --------------------------------------------------
@@ -107,6 +108,47 @@ def test_a_silent_reply_never_shows_a_partial_token(token: str) -> None:
     assert all(preview_text(token[:end]) == "" for end in range(len(token) + 1))
 
 
+class _Recorder:
+    """A `ReplyStream` that records what it was asked to show."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.updates: list[str] = []
+
+    async def update(self, text: str) -> None:
+        self.updates.append(text)
+
+    async def finish(self, text: str) -> None:
+        self.updates.append(f"final: {text}")
+
+    async def abort(self) -> None:
+        return None
+
+
+async def test_previews_are_cleaned_once_per_edit_interval_not_per_delta() -> None:
+    now = [0.0]
+    stream = _Recorder(interval=1.0)
+    preview = Preview(stream, clock=lambda: now[0])
+    await preview.feed("Hello")
+    for i in range(500):  # a fast model: 500 deltas within one interval
+        await preview.feed(f" w{i}")
+    assert stream.updates == ["Hello"]
+    now[0] = 1.5
+    await preview.feed(" end")
+    assert len(stream.updates) == 2 and stream.updates[-1].endswith("w499 end")
+    await preview.call_ended("Hello, all of it")
+    assert stream.updates[-1] == "Hello, all of it"
+    preview.close()
+
+
+async def test_a_stream_without_previews_gets_no_cleaning_work() -> None:
+    stream = _Recorder(interval=math.inf)
+    preview = Preview(stream)
+    await preview.feed("<think>x</think>Hello")
+    await preview.call_ended("<think>x</think>Hello")
+    assert stream.updates == [] and not preview.enabled
+
+
 # -- through the daemon ----------------------------------------------------------------------
 
 
@@ -141,8 +183,8 @@ async def test_stop_leaves_the_cleaned_partial_text_not_the_raw_one(
     chan = MemoryChannel("telegram")
     async with running_daemon(tmp_path, fake, {"telegram": chan}, OWNER) as daemon:
         await chan.say("hi")
-        await fake.wait_requests(1)
-        await eventually(lambda: "Let me see." in chan.previews)
+        await fake.wait_requests(1, timeout=30)
+        await eventually(lambda: "Let me see." in chan.previews, timeout=30)
         await chan.say("/stop")
         await settle(daemon)
     assert sorted(chan.texts()) == ["Let me see.", "Stopped."]
@@ -156,7 +198,7 @@ async def test_stop_before_anything_was_previewed_sends_nothing_more(
     chan = MemoryChannel("telegram")
     async with running_daemon(tmp_path, fake, {"telegram": chan}, OWNER) as daemon:
         await chan.say("hi")
-        await fake.wait_requests(1)
+        await fake.wait_requests(1, timeout=30)
         await chan.say("/stop")
         await settle(daemon)
     assert chan.texts() == ["Stopped."] and chan.previews == []
@@ -190,7 +232,7 @@ async def test_every_kind_of_reply_is_cleaned_the_same_way(
     chan = MemoryChannel("telegram")
     async with running_daemon(tmp_path, fake, {"telegram": chan}, OWNER) as daemon:
         await path(daemon, chan)
-        assert await chan.wait_sent(1) == ["Hello there."]
+        assert await chan.wait_sent(1, timeout=30) == ["Hello there."]
 
 
 async def test_the_message_tool_sends_cleaned_text(tmp_path: Path, fake: FakeAnthropic) -> None:
@@ -231,7 +273,7 @@ async def test_telegram_never_sees_the_thinking_in_a_preview_or_the_final(
         await daemon.start()
         try:
             tg.dm("hi", user_id=42)
-            await fake.wait_requests(1)
+            await fake.wait_requests(1, timeout=30)
             await settle(daemon)
         finally:
             await daemon.stop()
@@ -250,9 +292,9 @@ async def test_telegram_preview_after_stop_shows_only_cleaned_text(
         await daemon.start()
         try:
             tg.dm("hi", user_id=42)
-            (preview,) = await tg.wait_for("sendMessage", 1, timeout=10)
+            (preview,) = await tg.wait_for("sendMessage", 1, timeout=30)
             tg.dm("/stop", user_id=42)
-            await tg.wait_for("sendMessage", 2, timeout=10)
+            await tg.wait_for("sendMessage", 2, timeout=30)
             await settle(daemon)
         finally:
             await daemon.stop()
