@@ -1,6 +1,7 @@
 """The one delivery path: finals, previews, cron, heartbeat and the `message` tool show the
 same cleaned text; previews hold back what may still turn into debris or a silent token, and
-`/stop` leaves no raw text in the chat."""
+`/stop` leaves no raw text in the chat. Pure cases, the daemon with an in-process channel,
+and real python-telegram-bot / slack_sdk clients against the wire fakes."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from bot.routing import encode_chat
 from channels.formatting import render_telegram_html
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.chat import MemoryChannel
+from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import TOKEN, FakeTelegram
 from tests.harness import make_config, running_daemon
 from tests.waiting import eventually
@@ -301,3 +303,52 @@ async def test_telegram_preview_after_stop_shows_only_cleaned_text(
     assert preview.params["text"] == render_telegram_html("Hello wor")
     assert tg.texts()[1] == "Stopped."
     assert all("secret" not in t and "think" not in t for t in _wire_texts(tg))
+
+
+# -- on the wire: slack_sdk against the fake Web API ------------------------------------------
+
+
+async def test_slack_preview_and_stop_show_only_cleaned_text(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    fake.queue(Reply.stall("<think>secret</think>Hello wor", chunk=3))
+    sl = FakeSlack()
+    await sl.start()
+    try:
+        overrides = {
+            "channels.slack": {
+                "enabled": True,
+                "bot_token": "xoxb-test",
+                "app_token": "xapp-test",
+                "base_url": sl.base_url,
+                "allow_from": ["UALICE"],
+            }
+        }
+        daemon = Daemon(make_config(tmp_path, fake.base_url, overrides))
+        await daemon.start()
+        try:
+            await sl.wait_connections(1)
+            await sl.push_event(_slack_dm(sl, "hi"))
+            (preview,) = await sl.wait_for("chat.postMessage", 1, timeout=30)
+            await sl.push_event(_slack_dm(sl, "/stop"))
+            await sl.wait_for("chat.postMessage", 2, timeout=30)
+            await settle(daemon)
+        finally:
+            await daemon.stop()
+    finally:
+        await sl.stop()
+    assert preview.params["text"] == "Hello wor"
+    assert sl.calls_to("chat.postMessage")[1].params["text"] == "Stopped."
+    sent = sl.calls_to("chat.postMessage") + sl.calls_to("chat.update")
+    assert all("secret" not in str(c.params.get("text")) for c in sent)
+
+
+def _slack_dm(sl: FakeSlack, text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "channel": "D100",
+        "channel_type": "im",
+        "user": "UALICE",
+        "text": text,
+        "ts": sl.new_ts(),
+    }
