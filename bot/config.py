@@ -1,5 +1,8 @@
 """Perch's configuration: `config.yaml` with `${VAR}` / `${VAR:-default}` interpolation.
 
+Secrets can also come from files: `${file:/path}` and `${cred:name}` (systemd credentials),
+see bot/secret_refs.py.
+
 `load_config(path)` reads the file, interpolates environment variables, and validates it with
 the pydantic models below. Every failure becomes one `ConfigError` whose message names the
 file, the key path and the problem; the CLI prints it and exits with `EXIT_CONFIG` (78, which
@@ -25,6 +28,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from bot.secret_refs import expand_secret_refs
 
 EXIT_CONFIG = 78
 DEFAULT_MODEL = "claude-sonnet-5-5"
@@ -105,6 +110,12 @@ class ExecConfig(_Model):
     max_timeout_s: float = Field(600, gt=0)
     max_output_chars: int = Field(20000, ge=100)
     allow_env: list[str] = Field(default_factory=list)
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    network: bool = False
+    cpu_s: int = Field(60, ge=0)
+    memory_mb: int = Field(2048, ge=0)
+    max_processes: int = Field(1024, ge=0)
+    max_file_mb: int = Field(1024, ge=0)
 
 
 class WebFetchConfig(_Model):
@@ -364,7 +375,7 @@ def interpolate(value: Any, env: dict[str, str], path: str = "") -> Any:
         )
         raise ConfigError(f"{path}: environment variable {name} is not set; {hint}")
 
-    return _ENV_REF.sub(substitute, value)
+    return expand_secret_refs(_ENV_REF.sub(substitute, value), env, path)
 
 
 def _describe(error: Mapping[str, Any]) -> str:

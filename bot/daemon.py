@@ -34,6 +34,7 @@ from agents.tools.message import MessageTool
 from bot.access import AccessControl
 from bot.config import ChannelPolicy, Config
 from bot.gateway import Gateway
+from bot.hardening import make_undumpable
 from bot.message_targets import ChatMessenger
 from bot.scheduler import Scheduler
 from bot.store import Store
@@ -155,6 +156,7 @@ class Daemon:
 
     async def run(self) -> None:
         """Start, then serve until SIGINT/SIGTERM (or `request_stop`), then stop."""
+        make_undumpable()  # same-user processes can't read our /proc/<pid>/environ or memory
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
