@@ -1,15 +1,16 @@
 """Where `exec` runs a command: inside bubblewrap (`bwrap`), or, if the owner says so, bare.
 
-`Sandbox.bwrap(...)` builds the `bwrap` argument list: a new PID namespace (the daemon and
-the rest of the host can't be signalled or seen in `/proc`), a new session, IPC and UTS
-namespace, no network unless `network=True` (`--unshare-net` leaves only a private
-loopback), every capability dropped, the system directories (`/usr`, `/bin`, `/lib*`, `/etc`)
-read-only, a fresh `/tmp`, a minimal `/dev`, its own `/proc`, the workspace read-write and
-nothing else mounted (so `/home`, `/root`, `/var`, `/run`, `/srv`, `/opt` don't exist inside).
-`hide` paths under the read-only ones (the config directory) are covered with an empty tmpfs.
-`Sandbox.none()` runs the command directly: only the environment scrub and limits apply.
-In both modes `Limits` (CPU seconds, address space, processes, file size) are set with
-setrlimit in the child before it execs, and inherited by everything the command starts.
+`Sandbox.argv()` in bwrap mode: a new PID namespace (the daemon and the rest of the host can't
+be signalled), a new session, no network unless `network=True` (`--unshare-net` leaves only a
+private loopback), every capability dropped, the system directories (`/usr`, `/bin`, `/lib*`,
+`/etc`) read-only, a fresh `/tmp`, a minimal `/dev`, its own `/proc` (or, where the host
+forbids mounting one, the host's read-only: processes outside stay unsignallable and the
+non-dumpable daemon's environment unreadable), the workspace read-write and nothing else
+(`/home`, `/root`, `/var`, `/run`, `/srv`, `/opt` don't exist inside). `hide` paths under the
+read-only ones (the config directory) are covered with an empty tmpfs. `Sandbox.none()` runs
+the command directly: only the environment scrub and limits apply. In both modes `Limits`
+(CPU seconds, address space, processes, file size) are set with setrlimit in the child before
+it execs, and inherited by everything the command starts.
 """
 
 from __future__ import annotations
@@ -94,7 +95,6 @@ class Sandbox:
             return shell
         ws = str(workspace)
         args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid"]
-        args += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.network:
             args.append("--unshare-net")
         args += ["--cap-drop", "ALL"]
@@ -168,6 +168,7 @@ def select_sandbox(
         return fallback
     raise SandboxUnavailable(
         f"exec.sandbox is {setting} but bwrap ({found}) does not work here: {problem}; allow "
-        "unprivileged user namespaces, or set agent.exec.sandbox: none to accept unsandboxed "
-        "commands, or disable exec"
+        "unprivileged user namespaces (under the shipped systemd unit: install "
+        "systemd/exec-sandbox.conf as a drop-in, `systemd/install.sh --exec`), or set "
+        "agent.exec.sandbox: none to accept unsandboxed commands, or disable exec"
     )
