@@ -8,6 +8,7 @@ through `extra`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from agents.tools.base import Tool, ToolRegistry
@@ -17,6 +18,8 @@ from agents.tools.memory import memory_tools
 from agents.tools.sandbox import Limits, Sandbox, SandboxUnavailable, select_sandbox
 from agents.tools.web_fetch import WebFetchTool
 from bot.config import Config, ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def build_tools(config: Config, extra: Iterable[Tool] = ()) -> ToolRegistry:
@@ -50,6 +53,8 @@ def exec_sandbox(config: Config) -> Sandbox:
     limits = Limits(cfg.cpu_s, cfg.memory_mb, cfg.max_processes, cfg.max_file_mb)
     hide = [config.source.parent] if config.source is not None else []
     try:
-        return select_sandbox(cfg.sandbox, network=cfg.network, limits=limits, hide=hide)
+        sandbox = select_sandbox(cfg.sandbox, network=cfg.network, limits=limits, hide=hide)
     except SandboxUnavailable as exc:
         raise ConfigError(f"agent.exec: {exc}") from None
+    log.info("exec sandbox: %s", sandbox.describe())
+    return sandbox

@@ -24,6 +24,7 @@ from agents.tools.exec import ExecTool, build_env, looks_like_secret_value
 from agents.tools.sandbox import Limits, Sandbox, SandboxUnavailable, select_sandbox
 from bot.config import Config, ConfigError
 from bot.toolbelt import build_tools
+from tests.waiting import eventually
 
 PYTHON3 = "/usr/bin/python3"
 HAVE_PYTHON3 = os.path.exists(PYTHON3)
@@ -92,6 +93,28 @@ async def test_the_daemon_and_its_process_group_cannot_be_signalled(ws: Path) ->
 
 
 @pytest.mark.parametrize("network", [False, True])
+def marked_processes(marker: str) -> list[int]:
+    """Pids whose command line contains `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+async def test_timeout_kills_everything_the_command_started(ws: Path) -> None:
+    tool = ExecTool(sandbox=bwrap_sandbox())
+    marker = "301.25"
+    command = f"sleep {marker} & setsid sleep {marker} & echo started; wait"
+    result = await tool.run({"command": command, "timeout_s": 1}, ctx_for(ws))
+    assert result.is_error and "timed out after 1 s" in result.content
+    await eventually(lambda: not marked_processes(marker), timeout=10)
+
+
 async def test_loopback_is_unreachable_without_network(ws: Path, network: bool) -> None:
     if not HAVE_PYTHON3:
         pytest.skip(f"{PYTHON3} is missing; the network test connects with it")
