@@ -158,7 +158,8 @@ class ExecTool:
         self.allow_env = tuple(allow_env)
         self.description = (
             "Run a shell command (/bin/sh -c) in the workspace and return its exit code and "
-            f"combined stdout+stderr. {_sandbox_note(self.sandbox)} Default timeout {timeout_s:g} s (at most {max_timeout_s:g} s); output over "
+            f"combined stdout+stderr. {_sandbox_note(self.sandbox)} Default timeout "
+            f"{timeout_s:g} s (at most {max_timeout_s:g} s); output over "
             f"{max_output_chars:,} characters is cut in the middle. No stdin; background "
             "processes are killed when the command ends. Secrets are not in its environment."
         )
