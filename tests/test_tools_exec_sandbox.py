@@ -307,3 +307,43 @@ def test_auto_without_bwrap_refuses_and_none_must_be_explicit(
         build_tools(config)
     config = Config.model_validate({"agent": {"exec": {"enabled": True, "sandbox": "none"}}})
     assert "exec" in build_tools(config)
+
+
+_HOLDER = """
+import time
+from bot.hardening import make_undumpable
+assert make_undumpable()
+print("ready", flush=True)
+time.sleep(60)
+"""
+REPO = Path(__file__).resolve().parent.parent
+
+
+async def test_with_the_host_proc_a_non_dumpable_daemon_keeps_its_environment(ws: Path) -> None:
+    """Where bwrap cannot mount its own /proc (inside the shipped unit) the host's is bound
+    read-only: the daemon is visible there, but being non-dumpable its environ is not."""
+    sandbox = Sandbox("bwrap", bwrap_sandbox().bwrap, mount_proc=False)
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _HOLDER,
+        "perch-holder",
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOLDER_TOKEN": "sekrit-42"},
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None
+        assert (await asyncio.wait_for(holder.stdout.readline(), 30)).strip() == b"ready"
+        command = (
+            f"tr '\\0' ' ' < /proc/{holder.pid}/cmdline; echo; "
+            f"tr '\\0' '\\n' < /proc/{holder.pid}/environ; kill -9 {holder.pid}; echo end"
+        )
+        result = await ExecTool(sandbox=sandbox).run({"command": command}, ctx_for(ws))
+        assert "perch-holder" in result.content  # the host's /proc really is visible
+        assert "end" in result.content and "Permission denied" in result.content
+        assert "sekrit-42" not in result.content
+        assert holder.returncode is None
+    finally:
+        holder.kill()
+        await holder.wait()
