@@ -92,7 +92,6 @@ async def test_the_daemon_and_its_process_group_cannot_be_signalled(ws: Path) ->
         await sibling.wait()
 
 
-@pytest.mark.parametrize("network", [False, True])
 def marked_processes(marker: str) -> list[int]:
     """Pids whose command line contains `marker`."""
     found = []
@@ -115,6 +114,7 @@ async def test_timeout_kills_everything_the_command_started(ws: Path) -> None:
     await eventually(lambda: not marked_processes(marker), timeout=10)
 
 
+@pytest.mark.parametrize("network", [False, True])
 async def test_loopback_is_unreachable_without_network(ws: Path, network: bool) -> None:
     if not HAVE_PYTHON3:
         pytest.skip(f"{PYTHON3} is missing; the network test connects with it")
