@@ -115,9 +115,16 @@ class ReplyStream(Protocol):
 
 @runtime_checkable
 class Channel(Protocol):
-    """A platform adapter. `start` connects and returns once receiving is running."""
+    """A platform adapter. `start` connects and returns once receiving is running.
+
+    `account` is the bot's own id on the platform (Telegram bot id, Slack team id, Signal
+    number, "local" for the console): the account part of every `ChatRef` it makes.
+    """
 
     name: str
+
+    @property
+    def account(self) -> str: ...
 
     async def start(self, on_message: InboundHandler) -> None: ...
 

@@ -18,11 +18,11 @@ from telegram.error import BadRequest, RetryAfter, TelegramError
 from channels.base import ChatRef
 from channels.chunking import split_markdown
 from channels.formatting import utf16_len
-from channels.telegram_errors import TelegramDeliveryError, retry_after_seconds
-from channels.telegram_redaction import LOGGER_NAME
+from channels.telegram.errors import TelegramDeliveryError, retry_after_seconds
+from channels.telegram.redaction import LOGGER_NAME
 
 if TYPE_CHECKING:
-    from channels.telegram import TelegramChannel
+    from channels.telegram.adapter import TelegramChannel
 
 log = logging.getLogger(LOGGER_NAME)
 

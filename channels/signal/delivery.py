@@ -16,8 +16,8 @@ from typing import Any
 from channels.base import Outbound
 from channels.chunking import split_markdown
 from channels.formatting import render_signal_text, utf16_len
-from channels.signal_api import SignalApi, SignalApiError, error_text
-from channels.signal_text import parse_message_id, to_styled_mode
+from channels.signal.api import SignalApi, SignalApiError, error_text
+from channels.signal.text import parse_message_id, to_styled_mode
 
 log = logging.getLogger("channels.signal")  # the whole Signal adapter logs under one name
 

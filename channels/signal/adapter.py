@@ -29,7 +29,6 @@ import logging
 import re
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -42,10 +41,11 @@ from channels.base import (
     Outbound,
     ReplyStream,
 )
-from channels.signal_api import CONNECT_TIMEOUT, SignalApi, SignalApiError
-from channels.signal_delivery import SignalSender
-from channels.signal_inbound import SUPPORTED_IMAGE_TYPES, SignalNormaliser
-from channels.signal_text import (
+from channels.signal.api import CONNECT_TIMEOUT, SignalApi, SignalApiError
+from channels.signal.delivery import SignalSender
+from channels.signal.inbound import SUPPORTED_IMAGE_TYPES, SignalNormaliser
+from channels.signal.options import SignalOptions
+from channels.signal.text import (
     OBJECT_REPLACEMENT,
     format_message_id,
     group_id_from_internal,
@@ -77,26 +77,6 @@ _START_WAIT = 10.0
 _WS_HEARTBEAT = 30.0
 _WS_CLOSE_TIMEOUT = 1.0
 _MIN_VERSION = (0, 101, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class SignalOptions:
-    """Configuration of the Signal channel (the lead maps `channels.signal` onto it).
-
-    `send_attempts` and `retry_initial` bound the retries of one send (429, 5xx, network
-    errors); the rest are as in DESIGN section 10.
-    """
-
-    number: str
-    service_url: str = "http://127.0.0.1:8080"
-    typing_interval: float = 10.0
-    max_image_bytes: int = 5_000_000
-    chunk_limit: int = 4000
-    reconnect_initial: float = 1.0
-    reconnect_max: float = 60.0
-    send_read_receipts: bool = False
-    send_attempts: int = 5
-    retry_initial: float = 0.5
 
 
 class _NotReady(Exception):

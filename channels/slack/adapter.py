@@ -44,11 +44,11 @@ from channels.base import (
     Outbound,
     ReplyStream,
 )
-from channels.slack_delivery import TYPING_STATUS, SlackDelivery, SlackDeliveryError
-from channels.slack_inbound import SlackInbound
-from channels.slack_options import SlackOptions
-from channels.slack_stream import SlackReplyStream
-from channels.slack_text import normalise_slack_text, slack_error_code
+from channels.slack.delivery import TYPING_STATUS, SlackDelivery, SlackDeliveryError
+from channels.slack.inbound import SlackInbound
+from channels.slack.options import SlackOptions
+from channels.slack.stream import SlackReplyStream
+from channels.slack.text import normalise_slack_text, slack_error_code
 
 __all__ = [
     "EVENTS_PATH",

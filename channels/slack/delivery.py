@@ -33,8 +33,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from channels.base import ChatRef, Outbound
 from channels.chunking import split_markdown
 from channels.formatting import render_plain, render_slack_mrkdwn
-from channels.slack_options import SlackOptions
-from channels.slack_text import escape_mrkdwn, slack_error_code
+from channels.slack.options import SlackOptions
+from channels.slack.text import escape_mrkdwn, slack_error_code
 from channels.typing import keep_typing
 
 # One logger for the whole Slack adapter: log settings and records keep naming channels.slack.

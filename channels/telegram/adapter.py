@@ -1,8 +1,8 @@
 """The Telegram adapter: python-telegram-bot's `Application` run inside the daemon's loop.
 
 Owns the Bot API connection (long polling, or an aiohttp webhook), its status, and normalising
-messages to `Inbound`; delivery is in `telegram_delivery`, the streaming preview in
-`telegram_stream`, settings in `telegram_options`, pure text handling in `telegram_text`.
+messages to `Inbound`; delivery is in `delivery`, the streaming preview in
+`stream`, settings in `options`, pure text handling in `text`.
 
 Decisions: `account` is the bot's numeric id (the token's part before ":", as getMe says);
 answers quote the triggering message in groups only; `/cmd@otherbot` in a group is dropped;
@@ -42,13 +42,13 @@ from channels.base import (
 )
 from channels.chunking import split_markdown
 from channels.formatting import utf16_len
-from channels.telegram_delivery import MAX_RETRY_AFTER, TelegramSender
-from channels.telegram_errors import TelegramDeliveryError, describe_error
-from channels.telegram_options import TelegramOptions
-from channels.telegram_polling import ObservedRequest
-from channels.telegram_redaction import LOGGER_NAME, SecretRedactor, library_loggers
-from channels.telegram_stream import TelegramReplyStream
-from channels.telegram_text import IMAGE_TYPES, command_target, sniff_image_type, strip_bot_mentions
+from channels.telegram.delivery import MAX_RETRY_AFTER, TelegramSender
+from channels.telegram.errors import TelegramDeliveryError, describe_error
+from channels.telegram.options import TelegramOptions
+from channels.telegram.polling import ObservedRequest
+from channels.telegram.redaction import LOGGER_NAME, SecretRedactor, library_loggers
+from channels.telegram.stream import TelegramReplyStream
+from channels.telegram.text import IMAGE_TYPES, command_target, sniff_image_type, strip_bot_mentions
 from channels.typing import keep_typing
 
 __all__ = [

@@ -31,14 +31,14 @@ from telegram.ext import Application
 
 from channels.base import ChatRef
 from channels.formatting import render_plain, render_telegram_html
-from channels.telegram_errors import (
+from channels.telegram.errors import (
     TelegramDeliveryError,
     describe_error,
     is_parse_error,
     retry_after_seconds,
 )
-from channels.telegram_options import TelegramOptions
-from channels.telegram_redaction import LOGGER_NAME, SecretRedactor
+from channels.telegram.options import TelegramOptions
+from channels.telegram.redaction import LOGGER_NAME, SecretRedactor
 
 log = logging.getLogger(LOGGER_NAME)
 
