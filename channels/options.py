@@ -69,7 +69,7 @@ class ChannelPolicy(ChannelOptions):
     require_mention: bool = True
     mention_patterns: list[str] = Field(default_factory=list)
     streaming: Literal["off", "partial"] = "partial"
-    max_image_bytes: int = Field(5_000_000, ge=10_000)
+    max_image_bytes: int = Field(5_000_000, ge=1_000)
 
     def owner_ids(self) -> tuple[str, ...]:
         return tuple(i for i in self.allow_from if i != "*")
