@@ -476,4 +476,10 @@ class TelegramChannel:
     def reply_stream(self, chat: ChatRef) -> ReplyStream:
         if self._opt.streaming == "off":
             return FinalOnlyStream(self.send, chat)
-        return TelegramReplyStream(self, chat)
+        return TelegramReplyStream(
+            self._sender,
+            chat,
+            interval=self._opt.stream_interval,
+            limit=self._opt.chunk_limit,
+            spawn=self._spawn,
+        )
