@@ -2,8 +2,8 @@
 
 Owns the Signal channel's lifecycle: the `/v1/about` mode check, the receive websocket
 `/v1/receive/{number}` with its own reconnect loop and status, typing and reactions. Envelopes
-become `Inbound` in `signal_inbound`, delivery through `POST /v2/send` (chunked, styled, quoted
-in groups, retried) is `signal_delivery`, HTTP is `signal_api`, pure text rules `signal_text`.
+become `Inbound` in `inbound`, delivery through `POST /v2/send` (chunked, styled, quoted in
+groups, retried) is `delivery`, HTTP is `api`, pure text rules `text`, settings `options`.
 
 Decisions, written down here because the platform leaves them open:
 - signalbot is not used: its run loop stops the whole event loop on `stop()`, never
