@@ -42,6 +42,7 @@ from channels.base import (
 )
 from channels.chunking import split_markdown
 from channels.formatting import utf16_len
+from channels.reconnect import Backoff, connect_until_up
 from channels.telegram.delivery import MAX_RETRY_AFTER, TelegramSender
 from channels.telegram.errors import TelegramDeliveryError, describe_error
 from channels.telegram.options import TelegramOptions
@@ -180,32 +181,25 @@ class TelegramChannel:
         return app
 
     async def _connect_until_up(self) -> None:
-        delay = self._opt.reconnect_delay
-        while not self._stopping:
-            try:
-                await self._connect()
-            except asyncio.CancelledError:
-                raise
-            except InvalidToken:
+        def failed(exc: Exception, delay: float) -> bool:
+            if isinstance(exc, InvalidToken):
                 self._set_status(
                     False,
                     "Telegram rejected the bot token (401/404): check channels.telegram.token "
                     "(a fresh one comes from @BotFather) and restart",
                 )
-                self._first_attempt.set()
-                return
-            except Exception as exc:
-                self._set_status(
-                    False,
-                    f"cannot reach the Bot API at {self._opt.base_url} ({self._describe(exc)}); "
-                    f"retrying in {delay:.3g} s",
-                )
-                self._first_attempt.set()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RECONNECT_MAX_DELAY)
-                continue
-            self._first_attempt.set()
-            return
+                return False
+            self._set_status(
+                False,
+                f"cannot reach the Bot API at {self._opt.base_url} ({self._describe(exc)}); "
+                f"retrying in {delay:.3g} s",
+            )
+            return True
+
+        backoff = Backoff(self._opt.reconnect_delay, RECONNECT_MAX_DELAY)
+        await connect_until_up(
+            self._connect, backoff, on_failure=failed, attempted=self._first_attempt
+        )
 
     async def _connect(self) -> None:
         app = self._app
