@@ -23,7 +23,7 @@ from tests.fakes.chat import MemoryChannel, memory_plugin
 from tests.harness import make_config
 from tests.waiting import eventually
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(60)
 
 REPO = Path(__file__).resolve().parent.parent
 OPEN = {"enabled": True, "dm_policy": "open", "allow_from": ["*"]}
@@ -61,7 +61,7 @@ async def test_a_registered_plugin_is_built_from_its_config_key(
         assert isinstance(channel, MemoryChannel)
         assert channel.account == "A1"
         await channel.say("hello there")
-        assert await channel.wait_sent(1) == ["echo: hello there"]
+        assert await channel.wait_sent(1, timeout=20) == ["echo: hello there"]
         assert "You are in memory." in str(fake.requests[0]["system"])
     finally:
         await daemon.stop()
@@ -141,6 +141,10 @@ def test_the_console_stops_the_daemon_at_eof_only_when_alone() -> None:
 # -- start-up that fails closes what it opened ------------------------------------------------
 
 
+def _database_threads() -> int:
+    return sum("_connection_worker_thread" in t.name for t in threading.enumerate())
+
+
 def _lock_is_free(db_path: Path) -> bool:
     handle = hold_instance_lock(db_path)
     handle.close()
@@ -152,7 +156,7 @@ async def test_a_channel_whose_start_raises_leaves_nothing_open(
 ) -> None:
     use(plugins, "memory")
     use(plugins, "broken")
-    threads = threading.active_count()
+    threads = _database_threads()
     overrides = {"channels.memory": OPEN, "channels.broken": {**OPEN, "broken": True}}
     config = make_config(tmp_path, fake.base_url, overrides)
     daemon = Daemon(config)
@@ -162,7 +166,7 @@ async def test_a_channel_whose_start_raises_leaves_nothing_open(
     assert not daemon.channels["memory"].status().up  # started, then stopped again
     assert not daemon.channels["broken"].status().up  # half-started, stopped too
     assert _lock_is_free(config.db_path)
-    await eventually(lambda: threading.active_count() <= threads)  # the database thread ended
+    await eventually(lambda: _database_threads() <= threads)  # the database thread ended
 
 
 async def test_a_store_that_cannot_open_releases_the_lock(
@@ -170,9 +174,11 @@ async def test_a_store_that_cannot_open_releases_the_lock(
 ) -> None:
     (tmp_path / "data" / "perch.db").mkdir(parents=True)  # a folder where the file should be
     config = make_config(tmp_path, fake.base_url)
+    threads = _database_threads()
     with pytest.raises(StartupError, match=r"^opening the store .*perch\.db failed: "):
         await Daemon(config).start()
     assert _lock_is_free(config.db_path)
+    await eventually(lambda: _database_threads() <= threads)
 
 
 def test_perch_run_says_in_one_line_why_it_could_not_start(tmp_path: Path) -> None:
