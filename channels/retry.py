@@ -10,6 +10,7 @@ it was, so callers turn it into their own message.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -46,24 +47,39 @@ async def call_with_retries(
     on_retry: Callable[[BaseException, int, float], None] | None = None,
 ) -> T:
     """`op()`, retried as the module docstring says; `on_retry(error, attempt, wait)` is
-    called before each wait (for a log line)."""
+    called before each wait (for a log line). The first attempt runs without tenacity's
+    machinery (most calls succeed at once; this is on every message's path)."""
 
+    def pause_after(exc: BaseException, attempt: int) -> float:
+        hint = wait_hint(exc)
+        return hint if hint is not None else policy.backoff(attempt)
+
+    try:
+        return await op()
+    except Exception as exc:
+        if policy.attempts <= 1 or not retryable(exc):
+            raise
+        pause = pause_after(exc, 1)
+        if on_retry is not None:
+            on_retry(exc, 1, pause)
+    await asyncio.sleep(pause)
+
+    # Attempts 2..n: tenacity counts them from 1, so every number below is shifted by one.
     def wait(state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None
-        hint = wait_hint(exc) if exc is not None else None
-        return hint if hint is not None else policy.backoff(state.attempt_number)
+        return pause_after(exc, state.attempt_number + 1) if exc is not None else 0.0
 
     def before_sleep(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
         if on_retry is not None and exc is not None:
             pause = state.next_action.sleep if state.next_action is not None else 0.0
-            on_retry(exc, state.attempt_number, pause)
+            on_retry(exc, state.attempt_number + 1, pause)
 
     async def attempt() -> T:  # tenacity would not await what a plain lambda returns
         return await op()
 
     retrying = AsyncRetrying(
-        stop=stop_after_attempt(max(1, policy.attempts)),
+        stop=stop_after_attempt(policy.attempts - 1),
         wait=wait,
         retry=retry_if_exception(retryable),
         before_sleep=before_sleep,
