@@ -226,8 +226,8 @@ class Daemon:
                 await asyncio.wait_for(self.store.close(), timeout=5)
             except Exception as exc:
                 log.warning("the store did not close cleanly: %s", exc)
-        status_path(self.config).unlink(missing_ok=True)
-        if self._lock is not None:
+        if self._lock is not None:  # else the status file is another daemon's
+            status_path(self.config).unlink(missing_ok=True)
             self._lock.close()  # releases the instance lock
         log.info("stopped")
 

@@ -15,7 +15,7 @@ import yaml
 
 from bot.cli import main
 from bot.config import EXIT_CONFIG, ConfigError, load_config
-from bot.daemon import Daemon, StartupError, hold_instance_lock
+from bot.daemon import AlreadyRunning, Daemon, StartupError, hold_instance_lock, status_path
 from channels import registry
 from channels.plugin import ChannelContext
 from tests.fakes.anthropic import FakeAnthropic
@@ -207,3 +207,19 @@ def test_perch_run_says_in_one_line_why_it_could_not_start(tmp_path: Path) -> No
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("perch: opening the store ") and "failed" in last
     assert "Traceback" not in done.stderr
+
+
+async def test_a_second_daemon_on_the_same_store_leaves_the_first_ones_files_alone(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    config = make_config(tmp_path, fake.base_url)
+    first = Daemon(config)
+    await first.start()
+    try:
+        first.write_status()
+        with pytest.raises(AlreadyRunning, match="another Perch is already running"):
+            await Daemon(config).start()
+        assert status_path(config).exists()  # still the running daemon's
+    finally:
+        await first.stop()
+    assert not status_path(config).exists()
