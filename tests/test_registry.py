@@ -4,6 +4,7 @@ config loads, and a daemon whose start-up fails closing everything it had opened
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -223,3 +224,16 @@ async def test_a_second_daemon_on_the_same_store_leaves_the_first_ones_files_alo
     finally:
         await first.stop()
     assert not status_path(config).exists()
+
+
+def test_the_daemon_names_no_platform() -> None:
+    """Everything platform-specific sits behind the registry; `bot/` asks it by key."""
+    keys = [p.key for p in registry.BUILTIN if p.key != "console"]
+    pattern = re.compile(r"\b(" + "|".join(keys) + r")\b", re.IGNORECASE)
+    found = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for path in sorted((REPO / "bot").glob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line) and line.strip() != "import signal as signals"  # the stdlib
+    ]
+    assert found == []
