@@ -3,6 +3,8 @@
 Adapters in `channels/` turn platform events into `Inbound` and deliver `Outbound`. They know
 nothing of sessions, agents or policy: the gateway in `bot/` builds the session key from the
 `ChatRef` fields (channel, account, chat kind, chat id, thread id) and decides what to answer.
+How an adapter is found, configured and built is the plug-in seam: `channels.plugin` and
+`channels.registry`.
 """
 
 from __future__ import annotations
