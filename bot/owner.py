@@ -8,7 +8,7 @@ registry's order and the plug-ins' options decide.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from bot.config import Config
 from channels import registry
@@ -29,7 +29,7 @@ def resolve_owner(config: Config, channels: Mapping[str, Channel]) -> ChatRef | 
     return None
 
 
-def policies(config: Config, names: Mapping[str, object] | list[str]) -> dict[str, ChannelPolicy]:
+def policies(config: Config, names: Iterable[str]) -> dict[str, ChannelPolicy]:
     """The access rules of the channels in `names` that take messages from strangers."""
     found: dict[str, ChannelPolicy] = {}
     for name in names:
