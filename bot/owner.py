@@ -37,8 +37,3 @@ def policies(config: Config, names: Iterable[str]) -> dict[str, ChannelPolicy]:
         if isinstance(options, ChannelPolicy):
             found[name] = options
     return found
-
-
-def takes_pairing(config: Config, name: str) -> bool:
-    """Whether a stranger on channel `name` can be approved by pairing (chat platforms)."""
-    return isinstance(config.channels.options(name), ChannelPolicy)
