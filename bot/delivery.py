@@ -139,7 +139,7 @@ async def send_reply(
 
 
 def describe_chat(chat: ChatRef) -> str:
-    """`telegram dm 42`, `slack group C1 thread 1700.1`: a chat as logs and outcomes name it."""
+    """`<channel> dm <id>`, `<channel> group <id> thread <id>`: a chat as logs name it."""
     where = f"{chat.channel} {chat.kind} {chat.chat_id}"
     return f"{where} thread {chat.thread_id}" if chat.thread_id else where
 
