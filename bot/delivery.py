@@ -13,7 +13,7 @@ The stages, in order:
    is cut off; for heartbeats also HEARTBEAT_OK (`strip_heartbeat_ok`, up to 300 characters
    may accompany it and still be dropped). What is left empty is not sent;
 3. render and 4. chunk: the platform adapter, behind `Channel.send` / `ReplyStream.finish`
-   (Telegram HTML, Slack mrkdwn, Signal text styles; split at the platform's length limit);
+   (its own markup from the Markdown, split at the platform's length limit);
 5. send, with the adapter's retries on the platform's rate limits.
 
 Previews follow the same rules. `preview_text(partial)` is what a preview may show of a reply
