@@ -38,14 +38,13 @@ def _load(args: argparse.Namespace) -> Config:
 def cmd_run(args: argparse.Namespace) -> int:
     config = _load(args)
     require_api_key(config)
-    from bot.daemon import AlreadyRunning, Daemon
+    from bot.daemon import Daemon, StartupError
     from bot.logs import setup_logging
-    from bot.store import StoreUnavailable
 
     setup_logging(config.logging.level, config.logging.format, _secrets(config))
     try:
         asyncio.run(Daemon(config).run())
-    except (AlreadyRunning, StoreUnavailable) as exc:
+    except StartupError as exc:  # what was opened is closed again; one line, no traceback
         print(f"perch: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -101,14 +100,14 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(f"  {extra.replace('_', ' ')}: {daemon[extra]}")
 
     async def usage() -> None:
-        from bot.store import StoreUnavailable, open_store
+        from bot.store import StoreUnavailable, open_store, redact_url
 
         if not config.store.url and not config.db_path.exists():
             return
         try:
             store = await open_store(config.store_target)
         except StoreUnavailable as exc:
-            print(f"  database: {exc}")
+            print(f"  database: {redact_url(str(config.store_target))}: {exc}")
             return
         try:
             day = time.time() - (time.time() % 86400)
@@ -195,15 +194,9 @@ def _alive(pid: int) -> bool:
 
 
 def _secrets(config: Config) -> list[str]:
-    c = config.channels
-    return [
-        config.providers.anthropic.api_key,
-        c.telegram.token,
-        c.telegram.webhook_secret,
-        c.slack.bot_token,
-        c.slack.app_token,
-        c.slack.signing_secret,
-    ]
+    from channels.registry import secrets
+
+    return [config.providers.anthropic.api_key, *secrets(config.channels)]
 
 
 def build_parser() -> argparse.ArgumentParser:

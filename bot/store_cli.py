@@ -67,8 +67,11 @@ def cmd_store(args: argparse.Namespace) -> int:
         return 1
     try:
         counts = asyncio.run(_migrate(config.db_path, url))
-    except (CopyRefused, AlreadyRunning, StoreUnavailable) as exc:
+    except (CopyRefused, AlreadyRunning) as exc:
         print(f"perch: {exc}", file=sys.stderr)
+        return 1
+    except StoreUnavailable as exc:
+        print(f"perch: {redact_url(url)}: {exc}", file=sys.stderr)
         return 1
     copied = ", ".join(f"{n} {table}" for table, n in counts.items())
     print(f"Copied {copied} from {config.db_path} to {redact_url(url)}.")

@@ -20,7 +20,6 @@ from bot.store import (
     CopyRow,
     InstanceRow,
     StoreUnavailable,
-    redact_url,
 )
 from bot.store_pg_base import INSTANCE_LOCK, MIGRATE_LOCK, MIGRATIONS
 from bot.store_pg_queues import PostgresQueues
@@ -50,8 +49,8 @@ class PostgresStore(PostgresSessions, PostgresQueues):
         except (OSError, TimeoutError, ValueError, asyncpg.PostgresError,
                 asyncpg.InterfaceError) as exc:  # fmt: skip
             raise StoreUnavailable(
-                f"{redact_url(url)}: cannot connect to PostgreSQL ({exc}); check store.url "
-                "and that the server is running"
+                f"cannot connect to PostgreSQL ({exc}); check store.url and that the server "
+                "is running"
             ) from None
         store = cls(pool, url)
         try:

