@@ -23,6 +23,7 @@ from typing import Any, Literal
 from agents.cancel import Cancelled
 from agents.prompt import PromptMode
 from bot.access import AccessControl, Verdict
+from bot.claims import SessionSlots
 from bot.commands import Commands, LaneInfo, parse_command
 from bot.config import Config
 from bot.lanes import Admission, Lane, Pending, QueueMode, Turn
@@ -59,6 +60,7 @@ class Gateway:
         self.commands = Commands(self, store, config)
         self.lanes: dict[str, Lane] = {}
         self.slots = asyncio.Semaphore(config.agent.max_concurrent_runs)
+        self.session_slots = SessionSlots(store)
         self.mode: QueueMode = config.agent.queue.mode
         self.accepting = True
         self.compactor: Compactor | None = None
@@ -190,15 +192,19 @@ class Gateway:
         status = "done"
         chat = turn.items[-1].reply_chat
         try:
-            try:
+            held = None
+            try:  # across instances first (a shared store), then this instance's cap
+                held = await self.session_slots.take(str(key), lane.limit, turn.cancel)
                 await turn.cancel.race(self.slots.acquire())
             except Cancelled:
                 status = "skipped"
+                await self.session_slots.give_back(held)
                 return None
             try:
                 return await self.runner.run(key, turn, chat, mode)
             finally:
                 self.slots.release()
+                await self.session_slots.give_back(held)
         except Exception:
             status = "failed"
             log.exception("turn %s for %s failed", turn.run_id, key)
@@ -267,6 +273,16 @@ class Gateway:
 
     async def recover(self) -> int:
         """Re-run what a crash left unfinished; returns how many messages were re-run."""
+        rerun = await self.take_over()
+        await self.store.inbox_prune(time.time() - 7 * 86400)
+        await self.store.claims_prune(time.time() - 7 * 86400)
+        return rerun
+
+    async def take_over(self) -> int:
+        """Run the inbox rows whose lease ran out (a crash; with a shared store, another
+        instance that died): at start and every few seconds while running."""
+        if not self.accepting:
+            return 0
         window = self.config.gateway.recovery_window
         now = time.time()
         rerun = 0
@@ -284,7 +300,6 @@ class Gateway:
             log.info("recovering message %s from %s", row.message_id, _where(inbound))
             key = SessionKey.for_chat(self.config.agent.id, inbound.chat)
             await self._process(inbound, key, row.id)
-        await self.store.inbox_prune(now - 7 * 86400)
         return rerun
 
     async def drain(self, grace: float) -> int:

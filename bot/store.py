@@ -144,6 +144,9 @@ class InstanceRow:
 class Store(Protocol):
     """The daemon's database. Get one with `await open_store(...)`; `close()` it."""
 
+    lease: float  # seconds an inbox row or a claim stays with its instance without a beat
+    shared: bool  # several daemons may use this store at once (PostgreSQL)
+
     @property
     def location(self) -> str:
         """Where the data lives, for messages (a path, or a URL without its password)."""
@@ -156,9 +159,10 @@ class Store(Protocol):
         """Close the store (and give up the instance claim, if held)."""
 
     async def hold_instance(self) -> str:
-        """Claim the store for this daemon until `close()`; AlreadyRunning if another
-        daemon holds it (a second `perch run` on the same store refuses to start). Returns
-        the new instance's id; inbox rows of earlier holders are released (they are gone).
+        """Join the store as a new daemon instance until `close()`; returns its id. A store
+        that is not `shared` (SQLite) is held exclusively: AlreadyRunning if another daemon
+        holds it, and inbox rows of earlier holders are released (they are gone). A shared
+        one lets any number of instances in; their leases tell who works on what.
         """
 
     async def schema_version(self) -> int: ...
@@ -233,11 +237,12 @@ class Store(Protocol):
         received_at: float | None = None,
     ) -> int | None:
         """Record an accepted message before processing; None if it was seen before.
-        The row belongs to this store's holder, leased for `INBOX_LEASE` seconds."""
+        The row belongs to this store's holder, leased for `lease` seconds."""
 
     async def inbox_claim(self, now: float | None = None) -> list[InboxRow]:
         """Take over pending rows whose lease ran out (their instance is gone): each is
-        returned to exactly one claimant, leased anew; oldest first."""
+        returned to exactly one claimant, leased anew; oldest first. A holder's own rows
+        are not taken back (they are still in its memory)."""
 
     async def inbox_close(self, ids: Iterable[int], status: str = "done") -> None:
         """Finish pending rows (a closed row is never reopened)."""
@@ -302,13 +307,33 @@ class Store(Protocol):
 
     async def instance_beat(self, instance: InstanceRow) -> None:
         """Record that `instance` is alive (insert or refresh seen_at and detail) and
-        renew the leases of its pending inbox rows until seen_at + `INBOX_LEASE`."""
+        renew the leases of its pending inbox rows and claims until seen_at + `lease`."""
 
     async def instance_gone(self, instance_id: str) -> None:
-        """Forget an instance that stopped cleanly."""
+        """Forget an instance that stopped cleanly; its inbox rows and claims are free for
+        the other instances at once."""
 
     async def instances(self, seen_since: float) -> list[InstanceRow]:
         """Instances seen at or after `seen_since`, oldest start first."""
+
+    # -- claims across instances (`bot/claims.py` explains the uses) ----------------------
+
+    async def claim(self, name: str, slot: float = 0.0, now: float | None = None) -> bool:
+        """Take (`name`, `slot`) for this instance, leased for `lease` seconds and renewed
+        by its beat: True if it was free, its lease had run out, or this instance holds it
+        already; False if another live instance holds it or it was released as done."""
+
+    async def release(self, name: str, slot: float = 0.0, *, done: bool) -> None:
+        """Give up a claim: `done` keeps it taken for good (a cron slot that ran), else it
+        is free at once for anyone."""
+
+    async def claims_prune(self, older_than: float) -> None:
+        """Forget claims taken before `older_than` that are done."""
+
+    async def leadership(self, name: str) -> bool:
+        """True while this process leads `name` (e.g. a platform's single receiver): taken
+        if free, kept until `close()` or the process dies. Always True on a store that
+        is not `shared`. Call it again to check; a lost leadership is taken again if free."""
 
     # -- copying between backends (`perch store migrate`) ---------------------------------
 

@@ -14,14 +14,9 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 
-from bot.store import (
-    COPY_COLUMNS,
-    AlreadyRunning,
-    CopyRow,
-    InstanceRow,
-    StoreUnavailable,
-)
-from bot.store_pg_base import INSTANCE_LOCK, MIGRATE_LOCK, MIGRATIONS
+from bot.store import COPY_COLUMNS, CopyRow, StoreUnavailable
+from bot.store_pg_base import MIGRATE_LOCK, MIGRATIONS
+from bot.store_pg_claims import PostgresClaims
 from bot.store_pg_queues import PostgresQueues
 from bot.store_pg_sessions import PostgresSessions
 
@@ -34,11 +29,10 @@ _IDENTITY = ("messages", "inbox", "usage", "cron_runs")
 CONNECT_TIMEOUT = 10.0
 
 
-class PostgresStore(PostgresSessions, PostgresQueues):
+class PostgresStore(PostgresSessions, PostgresQueues, PostgresClaims):
     """The daemon's database on a PostgreSQL server."""
 
     latest_schema = len(MIGRATIONS)
-    _instance_conn: asyncpg.Connection | None = None
 
     @classmethod
     async def open(cls, url: str) -> PostgresStore:
@@ -62,43 +56,13 @@ class PostgresStore(PostgresSessions, PostgresQueues):
 
     async def close(self) -> None:
         await self._pool.close()
-        if self._instance_conn is not None:
-            await self._instance_conn.close()  # releases the instance lock
-            self._instance_conn = None
+        await self.resign_all()
 
     async def hold_instance(self) -> str:
-        """A session advisory lock on a connection of its own: the server releases it when
-        this process closes the store or dies (the connection drops)."""
-        self._instance_conn = await self._lock_instance()
+        """Any number of instances share the database: each gets an id its inbox rows and
+        claims are leased to; a dead one's leases run out and the others take over."""
         self.holder = uuid.uuid4().hex[:12]
-        # whoever held the database before is gone (the lock is exclusive)
-        await self._pool.execute("UPDATE inbox SET lease_until = 0 WHERE status = 'pending'")
         return self.holder
-
-    async def _lock_instance(self) -> asyncpg.Connection:
-        conn = await asyncpg.connect(self.url, timeout=CONNECT_TIMEOUT)
-        if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", INSTANCE_LOCK):
-            await conn.close()
-            raise AlreadyRunning(
-                f"another Perch is already running with {self.location}; stop it first "
-                "(perch status shows it)"
-            )
-        return conn
-
-    async def instance_beat(self, instance: InstanceRow) -> None:
-        """Also re-takes the instance lock if its connection dropped (a server restart)."""
-        if self._instance_conn is not None and not await _alive(self._instance_conn):
-            self._instance_conn = None
-            try:
-                self._instance_conn = await self._lock_instance()
-                log.warning("%s: connection lost and instance lock taken again", self.location)
-            except AlreadyRunning:
-                log.error(
-                    "%s: the instance lock was lost and another Perch holds it now; "
-                    "stop one of them",
-                    self.location,
-                )
-        await super().instance_beat(instance)
 
     async def schema_version(self) -> int:
         exists = await self._pool.fetchval("SELECT to_regclass('perch_schema') IS NOT NULL")
@@ -169,12 +133,3 @@ class PostgresStore(PostgresSessions, PostgresQueues):
                     f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                     f"COALESCE((SELECT max(id) FROM {table}), 0) + 1, false)"
                 )
-
-
-async def _alive(conn: asyncpg.Connection) -> bool:
-    try:
-        await conn.fetchval("SELECT 1", timeout=CONNECT_TIMEOUT)
-    except Exception:  # any failure of this probe means the connection is not usable
-        conn.terminate()
-        return False
-    return True

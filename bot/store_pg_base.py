@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncpg
 
-from bot.store import redact_url
+from bot.store import INBOX_LEASE, redact_url
 
 MIGRATE_LOCK = 0x70657263  # advisory lock key held while migrating ("perc")
-INSTANCE_LOCK = 0x70657264  # held by the daemon serving the database
+INSTANCE_LOCK = 0x70657264  # advisory lock class of `leadership(name)` (hashtext(name))
 
 MIGRATIONS: list[str] = [
     # 1: the foundation and the scheduler (the SQLite backend's migrations 1 and 2)
@@ -135,6 +135,20 @@ MIGRATIONS: list[str] = [
         detail TEXT NOT NULL DEFAULT '{}'
     );
     """,
+    # 3: claims across instances (cron slots, heartbeats, session slots; bot/claims.py)
+    """
+    CREATE TABLE claims (
+        name TEXT NOT NULL,
+        slot DOUBLE PRECISION NOT NULL,
+        holder TEXT NOT NULL,
+        lease_until DOUBLE PRECISION NOT NULL,
+        done BOOLEAN NOT NULL DEFAULT false,
+        taken_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (name, slot)
+    );
+    CREATE INDEX claims_by_holder ON claims(holder) WHERE NOT done;
+    CREATE INDEX inbox_by_owner ON inbox(owner) WHERE status = 'pending';
+    """,
 ]
 
 
@@ -151,6 +165,8 @@ class PostgresBase:
         self._pool = pool
         self.url = url
         self.holder = ""  # this daemon's instance id once `hold_instance()` succeeded
+        self.lease = INBOX_LEASE
+        self.shared = True
 
     @property
     def location(self) -> str:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from bot.store import INBOX_LEASE, CronJobRow, CronRun, InboxRow, InstanceRow, PairingRequest
+from bot.store import CronJobRow, CronRun, InboxRow, InstanceRow, PairingRequest
 from bot.store_pg_base import PostgresBase, affected
 
 _CRON_COLUMNS = (
@@ -65,7 +65,7 @@ class PostgresQueues(PostgresBase):
             json.dumps(payload, ensure_ascii=False),
             now if received_at is None else received_at,
             self.holder,
-            now + INBOX_LEASE if self.holder else 0.0,
+            now + self.lease if self.holder else 0.0,
         )
         return int(row_id) if row_id is not None else None
 
@@ -74,10 +74,11 @@ class PostgresQueues(PostgresBase):
         # SKIP LOCKED: rows another instance is claiming right now are left to it
         rows = await self._pool.fetch(
             "UPDATE inbox SET owner = $1, lease_until = $2 WHERE id IN (SELECT id FROM inbox "
-            "WHERE status = 'pending' AND lease_until < $3 ORDER BY id FOR UPDATE SKIP LOCKED) "
+            "WHERE status = 'pending' AND lease_until < $3 AND (owner <> $1 OR $1 = '') "
+            "ORDER BY id FOR UPDATE SKIP LOCKED) "
             f"RETURNING {_INBOX_COLUMNS}",
             self.holder,
-            now + INBOX_LEASE,
+            now + self.lease,
             now,
         )
         return sorted((_inbox(r) for r in rows), key=lambda r: r.id)
@@ -253,7 +254,12 @@ class PostgresQueues(PostgresBase):
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(
                 "UPDATE inbox SET lease_until = $1 WHERE owner = $2 AND status = 'pending'",
-                instance.seen_at + INBOX_LEASE,
+                instance.seen_at + self.lease,
+                instance.id,
+            )
+            await conn.execute(
+                "UPDATE claims SET lease_until = $1 WHERE holder = $2 AND NOT done",
+                instance.seen_at + self.lease,
                 instance.id,
             )
             await conn.execute(
@@ -265,7 +271,13 @@ class PostgresQueues(PostgresBase):
             )  # fmt: skip
 
     async def instance_gone(self, instance_id: str) -> None:
-        await self._pool.execute("DELETE FROM instances WHERE id = $1", instance_id)
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "UPDATE inbox SET lease_until = 0 WHERE owner = $1 AND status = 'pending'",
+                instance_id,
+            )
+            await conn.execute("DELETE FROM claims WHERE holder = $1 AND NOT done", instance_id)
+            await conn.execute("DELETE FROM instances WHERE id = $1", instance_id)
 
     async def instances(self, seen_since: float) -> list[InstanceRow]:
         rows = await self._pool.fetch(

@@ -19,6 +19,7 @@ import aiosqlite
 
 from bot.store import BOOL_COLUMNS, COPY_COLUMNS, AlreadyRunning, CopyRow
 from bot.store_sqlite_base import MIGRATIONS, statements
+from bot.store_sqlite_claims import SQLiteClaims
 from bot.store_sqlite_queues import SQLiteQueues
 from bot.store_sqlite_sessions import SQLiteSessions
 
@@ -28,7 +29,7 @@ def _check_openable(path: Path) -> None:
     sqlite3.connect(path).close()
 
 
-class SQLiteStore(SQLiteSessions, SQLiteQueues):
+class SQLiteStore(SQLiteSessions, SQLiteQueues, SQLiteClaims):
     """The daemon's database in one SQLite file (or `:memory:`)."""
 
     latest_schema = len(MIGRATIONS)
@@ -80,8 +81,9 @@ class SQLiteStore(SQLiteSessions, SQLiteQueues):
             ) from None
         self._instance_lock = handle
         self.holder = uuid.uuid4().hex[:12]
-        async with self._lock:  # whoever held the store before is gone
-            await self._db.execute("UPDATE inbox SET lease_until = 0 WHERE status = 'pending'")
+        async with self._transaction() as db:  # whoever held the store before is gone
+            await db.execute("UPDATE inbox SET lease_until = 0 WHERE status = 'pending'")
+            await db.execute("DELETE FROM claims WHERE NOT done")
         return self.holder
 
     async def schema_version(self) -> int:

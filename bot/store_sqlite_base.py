@@ -14,6 +14,8 @@ from pathlib import Path
 
 import aiosqlite
 
+from bot.store import INBOX_LEASE
+
 MIGRATIONS: list[str] = [
     # 1: the foundation
     """
@@ -131,6 +133,18 @@ MIGRATIONS: list[str] = [
         detail TEXT NOT NULL DEFAULT '{}'
     );
     """,
+    # 4: claims (cron slots, heartbeats; several instances only share PostgreSQL)
+    """
+    CREATE TABLE claims (
+        name TEXT NOT NULL,
+        slot REAL NOT NULL,
+        holder TEXT NOT NULL,
+        lease_until REAL NOT NULL,
+        done INTEGER NOT NULL DEFAULT 0,
+        taken_at REAL NOT NULL,
+        PRIMARY KEY (name, slot)
+    );
+    """,
 ]
 
 
@@ -142,6 +156,8 @@ class SQLiteBase:
         self.path = path
         self._lock = asyncio.Lock()
         self.holder = ""  # this daemon's instance id once `hold_instance()` succeeded
+        self.lease = INBOX_LEASE
+        self.shared = False
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:

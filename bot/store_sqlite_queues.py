@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from bot.store import INBOX_LEASE, CronJobRow, CronRun, InboxRow, InstanceRow, PairingRequest
+from bot.store import CronJobRow, CronRun, InboxRow, InstanceRow, PairingRequest
 from bot.store_sqlite_base import SQLiteBase
 
 _CRON_COLUMNS = (
@@ -72,7 +72,7 @@ class SQLiteQueues(SQLiteBase):
                     json.dumps(payload, ensure_ascii=False),
                     now if received_at is None else received_at,
                     self.holder,
-                    now + INBOX_LEASE if self.holder else 0.0,
+                    now + self.lease if self.holder else 0.0,
                 ),
             )
         return cur.lastrowid if cur.rowcount == 1 else None
@@ -82,8 +82,9 @@ class SQLiteQueues(SQLiteBase):
         async with self._lock:
             rows = await self._db.execute_fetchall(
                 "UPDATE inbox SET owner = ?, lease_until = ? "
-                "WHERE status = 'pending' AND lease_until < ? RETURNING " + _INBOX_COLUMNS,
-                (self.holder, now + INBOX_LEASE, now),
+                "WHERE status = 'pending' AND lease_until < ? AND (owner <> ? OR ? = '') "
+                "RETURNING " + _INBOX_COLUMNS,
+                (self.holder, now + self.lease, now, self.holder, self.holder),
             )
         return sorted((_inbox(r) for r in rows), key=lambda r: r.id)
 
@@ -248,7 +249,11 @@ class SQLiteQueues(SQLiteBase):
         async with self._transaction() as db:
             await db.execute(
                 "UPDATE inbox SET lease_until = ? WHERE owner = ? AND status = 'pending'",
-                (instance.seen_at + INBOX_LEASE, instance.id),
+                (instance.seen_at + self.lease, instance.id),
+            )
+            await db.execute(
+                "UPDATE claims SET lease_until = ? WHERE holder = ? AND NOT done",
+                (instance.seen_at + self.lease, instance.id),
             )
             await db.execute(
                 "INSERT INTO instances (id, host, pid, started_at, seen_at, detail) "
@@ -259,8 +264,13 @@ class SQLiteQueues(SQLiteBase):
             )  # fmt: skip
 
     async def instance_gone(self, instance_id: str) -> None:
-        async with self._lock:
-            await self._db.execute("DELETE FROM instances WHERE id = ?", (instance_id,))
+        async with self._transaction() as db:
+            await db.execute(
+                "UPDATE inbox SET lease_until = 0 WHERE owner = ? AND status = 'pending'",
+                (instance_id,),
+            )
+            await db.execute("DELETE FROM claims WHERE holder = ? AND NOT done", (instance_id,))
+            await db.execute("DELETE FROM instances WHERE id = ?", (instance_id,))
 
     async def instances(self, seen_since: float) -> list[InstanceRow]:
         rows = await self._db.execute_fetchall(

@@ -458,11 +458,14 @@ async def test_cron_changes_by_another_handle_are_noticed(backend: Backend) -> N
         await watcher.close()
 
 
-async def test_a_second_daemon_cannot_hold_the_store(backend: Backend) -> None:
+async def test_a_second_daemon_cannot_hold_an_unshared_store(backend: Backend) -> None:
     first = await backend.open()
     second = await backend.open()
     try:
-        await first.hold_instance()
+        one = await first.hold_instance()
+        if first.shared:  # PostgreSQL: instances cooperate, each with an id of its own
+            assert await second.hold_instance() != one
+            return
         with pytest.raises(AlreadyRunning, match="already running"):
             await second.hold_instance()
         await first.close()
@@ -638,7 +641,9 @@ async def test_a_new_holder_takes_over_what_the_last_one_left(backend: Backend) 
     fresh = await backend.open()
     try:
         await fresh.hold_instance()
-        assert [r.id for r in await fresh.inbox_claim()] == [row_id]
+        # an unshared store knows the last holder is gone; a shared one waits for its lease
+        later = time.time() + (fresh.lease + 1 if fresh.shared else 0)
+        assert [r.id for r in await fresh.inbox_claim(now=later)] == [row_id]
     finally:
         await fresh.close()
 
@@ -654,6 +659,109 @@ async def test_concurrent_claims_never_hand_out_a_row_twice(backend: Backend) ->
         )
         ids = [r.id for rows in claims for r in rows]
         assert len(ids) == len(set(ids)) == 30
+    finally:
+        await two.close()
+        await one.close()
+
+
+async def test_a_holder_does_not_take_back_its_own_rows(backend: Backend) -> None:
+    live = await backend.open()
+    other = await backend.open()
+    try:
+        await live.hold_instance()
+        await other.hold_instance() if other.shared else None
+        row_id = await live.inbox_add("telegram", "bot", "c", "1", {})
+        later = time.time() + INBOX_LEASE + 1
+        assert await live.inbox_claim(now=later) == []  # still in its memory
+        if live.shared:
+            assert [r.id for r in await other.inbox_claim(now=later)] == [row_id]
+    finally:
+        await other.close()
+        await live.close()
+
+
+async def test_a_clean_stop_frees_rows_and_claims_at_once(backend: Backend) -> None:
+    gone = await backend.open()
+    other = await backend.open()
+    try:
+        instance = await gone.hold_instance()
+        row_id = await gone.inbox_add("telegram", "bot", "c", "1", {})
+        assert await gone.claim("session:x")
+        await gone.instance_gone(instance)
+        assert [r.id for r in await other.inbox_claim()] == [row_id]
+        assert await other.claim("session:x")
+    finally:
+        await other.close()
+        await gone.close()
+
+
+# -- claims ------------------------------------------------------------------------------
+
+
+async def test_a_claim_goes_to_one_instance_until_released_or_expired(backend: Backend) -> None:
+    one = await backend.open()
+    two = await backend.open()
+    try:
+        await one.hold_instance()
+        if one.shared:
+            await two.hold_instance()
+        else:
+            two.holder = "other"  # type: ignore[attr-defined]  (a second holder's view)
+        race = await asyncio.gather(*(h.claim("cron:j", 300.0) for h in (one, two) * 5))
+        ones, twos = race[0::2], race[1::2]
+        assert (all(ones) and not any(twos)) or (all(twos) and not any(ones))
+        assert await one.claim("cron:j", 100.0)
+        assert not await two.claim("cron:j", 100.0)
+        assert await one.claim("cron:j", 100.0)  # the holder may claim again
+        assert await two.claim("cron:j", 200.0)  # another slot is another claim
+        now = time.time()
+        later = now + one.lease + 1
+        assert await two.claim("cron:j", 100.0, now=later)  # the holder stopped beating
+        assert not await one.claim("cron:j", 100.0, now=later + 1)
+        await two.release("cron:j", 100.0, done=False)
+        assert await one.claim("cron:j", 100.0)  # free again at once
+        await one.release("cron:j", 100.0, done=True)
+        far = now + 10 * one.lease
+        assert not await two.claim("cron:j", 100.0, now=far)  # done: never again
+        await one.claims_prune(far)
+        assert await two.claim("cron:j", 100.0, now=far)  # forgotten
+    finally:
+        await two.close()
+        await one.close()
+
+
+async def test_a_beat_renews_the_claims_of_its_instance(backend: Backend) -> None:
+    live = await backend.open()
+    other = await backend.open()
+    try:
+        instance = await live.hold_instance()
+        if live.shared:
+            await other.hold_instance()
+        else:
+            other.holder = "other"  # type: ignore[attr-defined]
+        now = time.time()
+        assert await live.claim("session:dm", 0.0, now=now)
+        await live.instance_beat(InstanceRow(instance, "h", 1, now, now + 20, {}))
+        assert not await other.claim("session:dm", 0.0, now=now + live.lease + 5)
+        assert await other.claim("session:dm", 0.0, now=now + 20 + live.lease + 1)
+    finally:
+        await other.close()
+        await live.close()
+
+
+async def test_leadership_is_held_by_one_store_at_a_time(backend: Backend) -> None:
+    one = await backend.open()
+    two = await backend.open()
+    try:
+        assert await one.leadership("telegram")
+        assert await one.leadership("telegram")  # still ours
+        if not one.shared:
+            assert await two.leadership("telegram")  # one daemon per file: always its own
+            return
+        assert not await two.leadership("telegram")
+        assert await two.leadership("signal")  # another name, another leader
+        await one.close()  # the leader stops (or dies): the lock goes with its connection
+        assert await two.leadership("telegram")
     finally:
         await two.close()
         await one.close()
