@@ -170,6 +170,7 @@ class ProvidersConfig(_Model):
 class StoreConfig(_Model):
     path: Path = Path("./data/perch.db")
     url: str = ""  # postgresql://user:pass@host/db selects PostgreSQL instead of `path`
+    lease: Duration = 30.0  # a dead instance's messages and claims pass on after this
 
     @field_validator("url")
     @classmethod

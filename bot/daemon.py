@@ -34,6 +34,7 @@ from agents.tools.base import ToolRegistry
 from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
 from bot.access import AccessControl
+from bot.cluster import STANDBY, Cluster, beat_every, cron_poll_every
 from bot.config import Config
 from bot.gateway import Gateway
 from bot.hardening import make_undumpable
@@ -72,6 +73,7 @@ class Daemon:
         self.scheduler: Scheduler | None = None
         self._stopped = False
         self.beacon: InstanceBeacon | None = None  # set once the instance lock is held
+        self.cluster: Cluster | None = None
         self._opened: dict[str, Channel] = {}  # channels whose start() was called
         self._step = "starting"
 
@@ -98,6 +100,7 @@ class Daemon:
             instance_id = await self.store.hold_instance()
         except StoreAlreadyRunning as exc:
             raise AlreadyRunning(str(exc)) from None
+        self.store.lease = config.store.lease
         self.beacon = InstanceBeacon(self.store, self.status, instance_id)
         self._step = "building the daemon"
         copied = seed_workspace(config.workspace)
@@ -125,7 +128,7 @@ class Daemon:
         )
         self.subagents, self.announcer = build_subagents(config, self.store, agent_loop, prompts)
         messenger = ChatMessenger(config, self.store, self.channels)
-        self.scheduler = Scheduler(config, self.store)
+        self.scheduler = Scheduler(config, self.store, poll_every=cron_poll_every(self.store))
         self.tools = build_tools(
             config,
             [SpawnTool(self.subagents), MessageTool(messenger), CronTool(self.scheduler)],
@@ -152,12 +155,16 @@ class Daemon:
         self.gateway.compactor = self.upkeep.compact_now
         self.announcer.bind(self.gateway)
         self.gateway.cancel_children = self.subagents.cancel_children_of
-        for name, channel in self.channels.items():
+        self.cluster = Cluster(
+            self.store, list(self.channels), config.channels, self._open, self._close
+        )
+        self._step = "taking the lead of single-receiver channels"
+        await self.cluster.take_leads()  # starts those this instance leads
+        for name in self.channels:
             # An adapter retries unreachable platforms itself; one that raises is broken.
             self._step = f"starting channel {name}"
-            self._opened[name] = channel
-            await channel.start(self.gateway.on_message)
-            log.info("channel %s: %s", name, channel.status().detail or "started")
+            if name not in self.cluster.followers:
+                await self._open(name)
         self._step = "re-running unfinished messages"
         recovered = await self.gateway.recover()
         if recovered:
@@ -174,6 +181,21 @@ class Daemon:
             config.workspace,
         )
         sd_notify("READY=1\nSTATUS=Perch is running")
+
+    async def _open(self, name: str) -> None:
+        assert self.gateway is not None
+        channel = self.channels[name]
+        self._opened[name] = channel
+        await channel.start(self.gateway.on_message)
+        log.info("channel %s: %s", name, channel.status().detail or "started")
+
+    async def _close(self, name: str) -> None:
+        channel = self._opened.pop(name, None)
+        if channel is not None:
+            try:
+                await asyncio.wait_for(channel.stop(), timeout=5)
+            except Exception as exc:
+                log.warning("channel %s did not stop cleanly: %s", name, exc)
 
     def request_stop(self) -> None:
         self.stopping.set()
@@ -248,8 +270,11 @@ class Daemon:
             "model": self.config.agent.model,
             "channels": {
                 name: {"up": s.up, "detail": s.detail}
+                if self.cluster is None or not self.cluster.standby(name)
+                else {"up": False, "detail": STANDBY, "standby": True}
                 for name, s in ((n, c.status()) for n, c in self.channels.items())
             },
+            "leads": sorted(self.cluster.leading) if self.cluster else [],
             **gateway,
             **(self.scheduler.status() if self.scheduler else {}),
         }
@@ -270,7 +295,9 @@ class Daemon:
             self.write_status()
             if self.beacon is not None:
                 await self.beacon.beat()
-            await asyncio.sleep(5)
+            if self.cluster is not None and self.store is not None:
+                await self.cluster.tick(self.gateway)
+            await asyncio.sleep(beat_every(self.store.lease) if self.store else 5)
 
 
 class StartupError(RuntimeError):

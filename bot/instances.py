@@ -27,6 +27,8 @@ def summarise(status: dict[str, Any]) -> dict[str, Any]:
     channels = status.get("channels", {})
     return {
         "channels": {name: bool(c.get("up")) for name, c in channels.items()},
+        "standby": sorted(name for name, c in channels.items() if c.get("standby")),
+        "leads": list(status.get("leads", [])),
         "active_runs": int(status.get("active_runs", 0)),
         "queued": int(status.get("queued", 0)),
     }
@@ -64,7 +66,15 @@ class InstanceBeacon:
 def describe(instance: InstanceRow, now: float) -> str:
     since = time.strftime("%Y-%m-%d %H:%M", time.localtime(instance.started_at))
     channels = instance.detail.get("channels", {})
-    held = ", ".join(f"{n}{'' if up else ' (down)'}" for n, up in channels.items()) or "none"
+    standby = set(instance.detail.get("standby", []))
+    leads = set(instance.detail.get("leads", []))
+
+    def state(name: str, up: bool) -> str:
+        if name in standby:
+            return f"{name} (standby)"
+        return f"{name}{' (leader)' if name in leads else ''}{'' if up else ' (down)'}"
+
+    held = ", ".join(state(n, up) for n, up in channels.items()) or "none"
     return (
         f"{instance.host} pid {instance.pid} since {since} (seen {now - instance.seen_at:.0f}s "
         f"ago): channels {held}; {instance.detail.get('active_runs', 0)} active runs, "

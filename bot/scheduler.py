@@ -35,6 +35,7 @@ from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from agents.tools.cron import CronJobView, CronRequest
+from bot import once
 from bot.config import Config
 from bot.cron_jobs import (
     POLL_EVERY,
@@ -314,14 +315,22 @@ class Scheduler:
         return spawn
 
     async def _heartbeat_tick(self) -> None:
-        if self.heartbeat is not None:
+        if self.heartbeat is None:
+            return
+        every = max(self.config.heartbeat.every, 1.0)
+        slot = (time.time() // every) * every  # the same tick on every instance
+        if not await once.take(self.store, "heartbeat", slot):
+            return
+        try:
             await self.heartbeat.tick()
+        finally:
+            await once.finish(self.store, "heartbeat", slot)
 
     async def run_now(self, job_id: str) -> None:
         """Run a job at once, as if it were due (its timer, if any, is dropped)."""
-        await self._run_job(job_id)
+        await self._run_job(job_id, forced=True)
 
-    async def _run_job(self, job_id: str) -> None:
+    async def _run_job(self, job_id: str, *, forced: bool = False) -> None:
         if job_id in self._running:
             return
         self._running.add(job_id)
@@ -330,27 +339,58 @@ class Scheduler:
             job = await self.jobs.get(job_id)
             if job is None or not job.enabled or self._stopping:
                 return
-            started = self.clock()
-            missed = 0
-            if not job.schedule.one_shot and job.next_run_at is not None:
-                missed = job.schedule.count_between(job.next_run_at, started, anchor=job.created_at)
-            try:
-                outcome = await self._execute(job)
-            except Exception as exc:
-                log.exception("cron job %s failed", job.label)
-                outcome = RunOutcome("error", f"{type(exc).__name__}: {exc}", transient=True)
-            if outcome.shutdown:
-                log.info("cron job %s interrupted by shutdown; it runs again at start", job.label)
+            if not forced and once.not_yet(self.store, job.next_run_at, self.clock()):
+                await self._plan(job)  # another instance ran it meanwhile: its next time
                 return
-            if missed > 1 and not job.failures:
-                outcome = RunOutcome(
-                    outcome.status,
-                    f"{outcome.detail}; ran once for {missed} missed times".lstrip("; "),
-                    outcome.transient,
-                )
-            await self._settle(job, outcome, started)
+            slot = job.next_run_at if job.next_run_at is not None else self.clock()
+            if not await once.take(self.store, f"cron:{job.id}", slot):
+                self._check_again(job)  # another instance runs it; if that one dies, we do
+                return
+            done = False
+            try:
+                done = await self._claimed_run(job)
+            finally:  # a run cut short by shutdown leaves the slot to the next instance
+                await once.finish(self.store, f"cron:{job.id}", slot, done=done)
         finally:
             self._running.discard(job_id)
+
+    def _check_again(self, job: CronJob) -> None:
+        if self._aps is None or job.next_run_at is None:
+            return
+        self._planned[job.id] = job.next_run_at
+        self._aps.add_job(
+            self._spawner(self._run_job),
+            DateTrigger(
+                run_date=datetime.fromtimestamp(self.clock() + self.store.lease, UTC),
+                timezone=UTC,
+            ),
+            args=[job.id],
+            id=f"cron:{job.id}",
+            replace_existing=True,
+        )
+
+    async def _claimed_run(self, job: CronJob) -> bool:
+        """Run a job this instance claimed; False if shutdown cut it short."""
+        started = self.clock()
+        missed = 0
+        if not job.schedule.one_shot and job.next_run_at is not None:
+            missed = job.schedule.count_between(job.next_run_at, started, anchor=job.created_at)
+        try:
+            outcome = await self._execute(job)
+        except Exception as exc:
+            log.exception("cron job %s failed", job.label)
+            outcome = RunOutcome("error", f"{type(exc).__name__}: {exc}", transient=True)
+        if outcome.shutdown:
+            log.info("cron job %s interrupted by shutdown; it runs again at start", job.label)
+            return False
+        if missed > 1 and not job.failures:
+            outcome = RunOutcome(
+                outcome.status,
+                f"{outcome.detail}; ran once for {missed} missed times".lstrip("; "),
+                outcome.transient,
+            )
+        await self._settle(job, outcome, started)
+        return True
 
     async def _settle(self, job: CronJob, outcome: RunOutcome, started: float) -> None:
         now = self.clock()

@@ -3,7 +3,8 @@
 A `ChannelPlugin` names its config key, its options model (a `ChannelOptions` subclass that
 the config loader validates `channels.<key>` with), a factory that imports and builds the
 adapter only when the channel is enabled, its `Capabilities`, an optional `probe` for
-`perch doctor`, and what log redaction needs (token regexes, chatty library loggers). The
+`perch doctor`, what log redaction needs (token regexes, chatty library loggers), and
+whether its current mode needs a single receiver across instances (`single_receiver`). The
 daemon in `bot/` sees only these fields, never a platform's name.
 """
 
@@ -74,6 +75,10 @@ class ChannelPlugin:
     probe: Probe | None = None
     redact: tuple[re.Pattern[str], ...] = ()
     quiet_loggers: tuple[str, ...] = field(default=())
+    # True if the channel, as configured, must receive on one instance only (a long poll
+    # or a receive socket that two instances would fight over); the daemon then runs it
+    # only while it leads the channel. Webhooks, HTTP endpoints etc. run everywhere.
+    single_receiver: Callable[[ChannelOptions], bool] = field(default=lambda options: False)
 
 
 async def probe_json(

@@ -72,6 +72,12 @@ def capabilities(key: str) -> Capabilities:
     return plugin.capabilities if plugin is not None else Capabilities()
 
 
+def single_receiver(key: str, options: ChannelOptions | None) -> bool:
+    """True if channel `key` with these options must receive on one instance at a time."""
+    plugin = _plugins.get(key)
+    return plugin is not None and options is not None and plugin.single_receiver(options)
+
+
 def in_registry_order(keys: Iterable[str]) -> list[str]:
     """`keys` sorted by registry order; unknown keys follow in their given order."""
     given = list(dict.fromkeys(keys))

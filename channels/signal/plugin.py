@@ -63,4 +63,5 @@ PLUGIN = ChannelPlugin(
         "links and tables show as plain text.",
     ),
     probe=probe,
+    single_receiver=lambda options: True,  # one receive socket per account
 )

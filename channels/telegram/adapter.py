@@ -261,7 +261,13 @@ class TelegramChannel:
         except Exception as exc:
             log.warning("Telegram webhook: unreadable update (%s)", exc)
             return web.Response(status=400)
-        await app.update_queue.put(update)
+        if self._stopping:
+            return web.Response(status=503)  # Telegram posts it again (to another instance)
+        # Answer only once the message is handed on (written to the inbox): an instance
+        # killed before that never said 200, so Telegram delivers the update again.
+        task = self._receive(update)
+        if task is not None:
+            await asyncio.shield(task)
         return web.Response()
 
     def _on_poll_result(self, error: BaseException | None) -> None:
@@ -299,14 +305,18 @@ class TelegramChannel:
     # -- receiving ------------------------------------------------------------------------
 
     async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        self._receive(update)
+
+    def _receive(self, update: Update) -> asyncio.Task[None] | None:
+        """Start handing one update on (in per-chat order); the task, or None if dropped."""
         message = update.message  # edited messages, channel posts etc. arrive elsewhere: ignored
         if message is None or self._stopping or not self._reader.wanted(message, self._username):
-            return
+            return None
         key = f"{message.chat.id}"
         previous = self._tails.get(key)
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._tails[key] = turn
-        self._spawn(self._dispatch(message, previous, turn, key), "telegram-inbound")
+        return self._spawn(self._dispatch(message, previous, turn, key), "telegram-inbound")
 
     def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """A background task that stop() cancels."""

@@ -66,4 +66,6 @@ PLUGIN = ChannelPlugin(
     probe=probe,
     redact=(re.compile(r"(?<!\d)\d{6,12}:[A-Za-z0-9_-]{30,}"),),  # a bot token
     quiet_loggers=("telegram",),
+    # long polling: Telegram answers one getUpdates at a time per bot; a webhook runs anywhere
+    single_receiver=lambda options: getattr(options, "mode", "polling") == "polling",
 )
