@@ -20,9 +20,7 @@ import yaml
 
 from bot.cli import main
 from bot.config import ConfigError
-from bot.daemon import AlreadyRunning, Daemon
 from bot.doctor import run_checks
-from bot.store import AlreadyRunning as StoreAlreadyRunning
 from bot.store import InstanceRow, open_store
 from bot.store_pg_base import INSTANCE_LOCK
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
@@ -75,16 +73,28 @@ async def test_the_daemon_keeps_its_conversations_in_postgresql(
         await store.close()
 
 
-async def test_a_second_daemon_on_the_same_database_refuses_to_start(
+async def test_a_second_daemon_on_the_same_database_joins_it(
     tmp_path: Path, fake: FakeAnthropic, pg_url: str
 ) -> None:
-    settings = {**OPEN_DMS, "store.url": pg_url}
+    webhook = {  # a mode every instance receives in (long polling has one leader)
+        "channels.telegram.mode": "webhook",
+        "channels.telegram.webhook_url": "https://bot.example/hook",
+        "channels.telegram.webhook_secret": "s3cret",
+    }
+    settings = {**OPEN_DMS, **webhook, "store.url": pg_url}
     for name in ("one", "two"):
         (tmp_path / name).mkdir()
-    async with running_daemon(tmp_path / "one", fake, {}, settings):
-        second = Daemon(make_config(tmp_path / "two", fake.base_url, settings), channels={})
-        with pytest.raises(AlreadyRunning, match="already running"):
-            await second.start()
+    first, second = MemoryChannel("telegram"), MemoryChannel("telegram")
+    async with (
+        running_daemon(tmp_path / "one", fake, {"telegram": first}, settings) as one,
+        running_daemon(tmp_path / "two", fake, {"telegram": second}, settings) as two,
+    ):
+        assert one.beacon is not None and two.beacon is not None
+        assert one.beacon.id != two.beacon.id
+        await first.say("to one")
+        await second.say("to two", chat_id="other")
+        assert await first.wait_sent(1, timeout=30) == ["echo: to one"]
+        assert await second.wait_sent(1, timeout=30) == ["echo: to two"]
 
 
 async def test_doctor_checks_the_connection_and_schema_without_showing_the_password(
@@ -95,7 +105,7 @@ async def test_doctor_checks_the_connection_and_schema_without_showing_the_passw
     checks = {c.name: c for c in await run_checks(config)}
     database = checks["database"]
     assert database.ok, database.line()
-    assert database.detail.endswith("writable, schema 2")
+    assert database.detail.endswith("writable, schema 3")
     assert "s3cret" not in database.line() and "postgres:***@" in database.detail
 
 
@@ -177,7 +187,8 @@ async def test_status_lists_the_live_instances_of_the_shared_database(
         out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith("  instance ")]
     assert len(lines) == 2, out
-    assert f"pid {os.getpid()}" in lines[0] and "channels telegram;" in lines[0]
+    # polling Telegram is received by one instance at a time: this one leads it
+    assert f"pid {os.getpid()}" in lines[0] and "channels telegram (leader);" in lines[0]
     assert "far-host pid 7" in lines[1]
     assert "dead-host" not in out
     # a clean stop removes the daemon's row
@@ -194,7 +205,7 @@ async def test_status_lists_the_live_instances_of_the_shared_database(
 def pg_config(tmp_path: Path, base_url: str, url: str) -> Path:
     path = write_config(tmp_path, base_url)
     data = yaml.safe_load(path.read_text())
-    data["store"] = {"url": url}
+    data["store"] = {"url": url, "lease": "3s"}
     path.write_text(yaml.safe_dump(data))
     return path
 
@@ -213,7 +224,7 @@ async def test_sigkill_mid_run_on_postgresql_loses_nothing_and_answers_once(
     await perch.proc.wait()
 
     gate.set()
-    perch = await Perch.start(config)  # the dead one's lock and inbox lease are released
+    perch = await Perch.start(config)  # a new instance: the dead one's lease runs out
     await perch.expect("echo: remember the milk", timeout=40)
     code, err = await perch.finish()
     assert code == 0, err
@@ -229,7 +240,7 @@ async def test_sigkill_mid_run_on_postgresql_loses_nothing_and_answers_once(
 
 
 @pytest.mark.timeout(120)
-async def test_a_second_perch_run_on_the_same_postgresql_database_refuses(
+async def test_a_second_perch_run_on_the_same_postgresql_database_joins(
     tmp_path: Path, fake: FakeAnthropic, pg_url: str
 ) -> None:
     for name in ("one", "two"):
@@ -238,11 +249,11 @@ async def test_a_second_perch_run_on_the_same_postgresql_database_refuses(
     await first.say("hello")
     await first.expect("echo: hello", timeout=40)
     second = await Perch.start(pg_config(tmp_path / "two", fake.base_url, pg_url))
-    code, err = await second.finish()
-    assert code == 1
-    assert "another Perch is already running with postgresql://" in err
-    code, err = await first.finish()
-    assert code == 0, err
+    await second.say("hi there")
+    await second.expect("echo: hi there", timeout=40)
+    for perch in (second, first):
+        code, err = await perch.finish()
+        assert code == 0, err
 
 
 @pytest.mark.parametrize(
@@ -289,23 +300,21 @@ def test_status_says_when_the_database_server_is_down(
     assert "database: postgresql://p@127.0.0.1:9/p: cannot connect to PostgreSQL" in out
 
 
-async def test_a_dropped_instance_lock_is_taken_again_at_the_next_beat(pg_url: str) -> None:
+async def test_a_dropped_leadership_is_taken_again_at_the_next_check(pg_url: str) -> None:
     store = await open_store(pg_url)
     other = await open_store(pg_url)
     admin = await asyncpg.connect(pg_url)
     try:
-        instance = await store.hold_instance()
+        assert await store.leadership("channel:telegram")
         # the server drops the lock's connection (as in a restart or a network cut)
         killed = await admin.fetchval(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_locks "
-            "WHERE locktype = 'advisory' AND objid = $1",
+            "WHERE locktype = 'advisory' AND classid = $1",
             INSTANCE_LOCK,
         )
         assert killed == 1
-        now = time.time()
-        await store.instance_beat(InstanceRow(instance, "h", 1, now, now, {}))
-        with pytest.raises(StoreAlreadyRunning):
-            await other.hold_instance()
+        assert await store.leadership("channel:telegram")  # free, so taken again
+        assert not await other.leadership("channel:telegram")
     finally:
         await admin.close()
         await other.close()
