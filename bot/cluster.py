@@ -9,17 +9,21 @@ connection); the others keep it in standby and try to take the lead every beat, 
 leader's channel is picked up within one beat. On a store that is not shared (SQLite) every
 channel simply runs.
 
-`Cluster.tick()` runs with every instance beat: it (re)takes leads and takes over inbox rows
+`Cluster.attach(gateway)` makes `/stop` and `/stopall` reach runs on every instance
+(`bot/stops.py`). `Cluster.tick()` runs with every instance beat: it (re)takes leads and takes over inbox rows
 whose lease ran out (another instance died mid-run).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
 from bot.cron_jobs import POLL_EVERY
 from bot.gateway import Gateway
+from bot.stops import RemoteStops
 from bot.store import Store
 from channels.registry import ChannelsConfig, single_receiver
 
@@ -58,6 +62,23 @@ class Cluster:
             {n for n in names if single_receiver(n, config.options(n))} if store.shared else set()
         )
         self.leading: set[str] = set()
+        self._stops: asyncio.Task[None] | None = None
+
+    def attach(self, gateway: Gateway) -> None:
+        """With a shared store: `/stop` reaches runs on the other instances, and theirs
+        reach this one's (polled in a task of its own until `close()`)."""
+        if not self.store.shared:
+            return
+        stops = RemoteStops(self.store, gateway.stop_oldest, gateway.stop_all)
+        gateway.commands.remote = stops
+        self._stops = asyncio.create_task(stops.poll_forever(), name="remote-stops")
+
+    async def close(self) -> None:
+        if self._stops is not None:
+            self._stops.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._stops
+            self._stops = None
 
     def standby(self, name: str) -> bool:
         """True while channel `name` waits for this instance to lead it."""

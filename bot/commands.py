@@ -55,26 +55,43 @@ class SessionControl(Protocol):
     async def compact_now(self, key: SessionKey) -> str: ...
 
 
+class RemoteControl(Protocol):
+    """Stops runs on other instances sharing the store (`bot.stops.RemoteStops`)."""
+
+    async def stop(self, key: str, *, everything: bool) -> int: ...
+
+
 class Commands:
     def __init__(self, control: SessionControl, store: Store, config: Config) -> None:
         self._control = control
         self._store = store
         self._config = config
+        self.remote: RemoteControl | None = None  # set when instances share the store
+
+    async def _remote(self, key: SessionKey, *, everything: bool) -> int:
+        if self.remote is None:
+            return 0
+        return await self.remote.stop(str(key), everything=everything)
 
     async def handle(self, name: str, key: SessionKey) -> str:
         if name == "stop":
-            return "Stopped." if self._control.stop_oldest(key) else "Nothing to stop."
+            if self._control.stop_oldest(key) or await self._remote(key, everything=False):
+                return "Stopped."
+            return "Nothing to stop."
         if name == "stopall":
             runs, _dropped = self._control.stop_all(key)
+            runs += await self._remote(key, everything=True)
             if runs == 0 and _dropped == 0:
                 return "Nothing to stop."
             return f"Stopped {runs} run{'s' if runs != 1 else ''}."
         if name == "new":
             self._control.stop_all(key)
+            await self._remote(key, everything=True)
             await self._store.archive_session(str(key))
             return "Started a new conversation. The previous one is archived."
         if name == "reset":
             self._control.stop_all(key)
+            await self._remote(key, everything=True)
             await self._store.reset_session(str(key))
             return "Cleared this conversation's history."
         if name == "compact":

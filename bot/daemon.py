@@ -158,6 +158,7 @@ class Daemon:
         self.cluster = Cluster(
             self.store, list(self.channels), config.channels, self._open, self._close
         )
+        self.cluster.attach(self.gateway)
         self._step = "taking the lead of single-receiver channels"
         await self.cluster.take_leads()  # starts those this instance leads
         for name in self.channels:
@@ -232,6 +233,7 @@ class Daemon:
             if cancelled:
                 log.warning("cancelled %d run(s) that did not finish in time", cancelled)
         for part, close in (
+            ("cluster", self.cluster.close if self.cluster else None),
             ("scheduler", self.scheduler.stop if self.scheduler else None),
             ("sub-agents", self.subagents.aclose if self.subagents else None),
             ("announcer", self.announcer.aclose if self.announcer else None),

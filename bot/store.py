@@ -328,7 +328,18 @@ class Store(Protocol):
         is free at once for anyone."""
 
     async def claims_prune(self, older_than: float) -> None:
-        """Forget claims taken before `older_than` that are done."""
+        """Forget claims taken before `older_than` that are done, and older stop requests."""
+
+    async def claim_holders(self, name: str) -> list[str]:
+        """Other instances holding a live claim named `name` (any slot)."""
+
+    async def stop_publish(self, session_key: str, everything: bool) -> int:
+        """Ask the other instances to stop the session's oldest run (or, with `everything`,
+        all its runs and waiting messages); returns the request's id."""
+
+    async def stops_after(self, after: int | None) -> tuple[int, list[tuple[str, bool]]]:
+        """Stop requests of other instances after id `after`, oldest first, as (session key,
+        everything), and the id to ask after next; `after` None: none, only that id."""
 
     async def leadership(self, name: str) -> bool:
         """True while this process leads `name` (e.g. a platform's single receiver): taken

@@ -135,7 +135,8 @@ MIGRATIONS: list[str] = [
         detail TEXT NOT NULL DEFAULT '{}'
     );
     """,
-    # 3: claims across instances (cron slots, heartbeats, session slots; bot/claims.py)
+    # 3: claims across instances (cron slots, heartbeats, session slots; bot/claims.py) and
+    # /stop requests for runs on other instances (bot/stops.py)
     """
     CREATE TABLE claims (
         name TEXT NOT NULL,
@@ -148,6 +149,13 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX claims_by_holder ON claims(holder) WHERE NOT done;
     CREATE INDEX inbox_by_owner ON inbox(owner) WHERE status = 'pending';
+    CREATE TABLE stops (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        session_key TEXT NOT NULL,
+        everything BOOLEAN NOT NULL,
+        origin TEXT NOT NULL,
+        at DOUBLE PRECISION NOT NULL
+    );
     """,
 ]
 

@@ -57,6 +57,40 @@ class PostgresClaims(PostgresBase):
 
     async def claims_prune(self, older_than: float) -> None:
         await self._pool.execute("DELETE FROM claims WHERE done AND taken_at < $1", older_than)
+        await self._pool.execute("DELETE FROM stops WHERE at < $1", older_than)
+
+    async def claim_holders(self, name: str) -> list[str]:
+        rows = await self._pool.fetch(
+            "SELECT DISTINCT holder FROM claims WHERE name = $1 AND NOT done "
+            "AND lease_until >= $2 AND holder <> $3 ORDER BY holder",
+            name,
+            time.time(),
+            self.holder,
+        )
+        return [r[0] for r in rows]
+
+    async def stop_publish(self, session_key: str, everything: bool) -> int:
+        return int(
+            await self._pool.fetchval(
+                "INSERT INTO stops (session_key, everything, origin, at) "
+                "VALUES ($1, $2, $3, $4) RETURNING id",
+                session_key,
+                everything,
+                self.holder,
+                time.time(),
+            )
+        )
+
+    async def stops_after(self, after: int | None) -> tuple[int, list[tuple[str, bool]]]:
+        if after is None:
+            last = await self._pool.fetchval("SELECT COALESCE(max(id), 0) FROM stops")
+            return int(last), []
+        rows = await self._pool.fetch(
+            "SELECT id, session_key, everything, origin FROM stops WHERE id > $1 ORDER BY id",
+            after,
+        )
+        last = max((int(r[0]) for r in rows), default=after)
+        return last, [(r[1], bool(r[2])) for r in rows if r[3] != self.holder]
 
     async def leadership(self, name: str) -> bool:
         leaders = self.__dict__.setdefault("_leaders", {})

@@ -133,7 +133,7 @@ MIGRATIONS: list[str] = [
         detail TEXT NOT NULL DEFAULT '{}'
     );
     """,
-    # 4: claims (cron slots, heartbeats; several instances only share PostgreSQL)
+    # 4: claims and stop requests (several instances only share PostgreSQL)
     """
     CREATE TABLE claims (
         name TEXT NOT NULL,
@@ -143,6 +143,13 @@ MIGRATIONS: list[str] = [
         done INTEGER NOT NULL DEFAULT 0,
         taken_at REAL NOT NULL,
         PRIMARY KEY (name, slot)
+    );
+    CREATE TABLE stops (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_key TEXT NOT NULL,
+        everything INTEGER NOT NULL,
+        origin TEXT NOT NULL,
+        at REAL NOT NULL
     );
     """,
 ]

@@ -41,5 +41,33 @@ class SQLiteClaims(SQLiteBase):
         async with self._lock:
             await self._db.execute("DELETE FROM claims WHERE done AND taken_at < ?", (older_than,))
 
+    async def claim_holders(self, name: str) -> list[str]:
+        rows = await self._db.execute_fetchall(
+            "SELECT DISTINCT holder FROM claims WHERE name = ? AND NOT done "
+            "AND lease_until >= ? AND holder <> ? ORDER BY holder",
+            (name, time.time(), self.holder),
+        )
+        return [r[0] for r in rows]
+
+    async def stop_publish(self, session_key: str, everything: bool) -> int:
+        async with self._lock:
+            cur = await self._db.execute(
+                "INSERT INTO stops (session_key, everything, origin, at) VALUES (?, ?, ?, ?)",
+                (session_key, int(everything), self.holder, time.time()),
+            )
+        return int(cur.lastrowid or 0)
+
+    async def stops_after(self, after: int | None) -> tuple[int, list[tuple[str, bool]]]:
+        if after is None:
+            rows = await self._db.execute_fetchall("SELECT COALESCE(max(id), 0) FROM stops")
+            return int(next(iter(rows))[0]), []
+        found = await self._db.execute_fetchall(
+            "SELECT id, session_key, everything, origin FROM stops WHERE id > ? ORDER BY id",
+            (after,),
+        )
+        rows = list(found)
+        last = max((int(r[0]) for r in rows), default=after)
+        return last, [(r[1], bool(r[2])) for r in rows if r[3] != self.holder]
+
     async def leadership(self, name: str) -> bool:
         return True

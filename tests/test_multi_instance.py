@@ -29,7 +29,9 @@ from agents.tools.cron import CronRequest
 from bot.cron_jobs import CronJobs, create_job
 from bot.store import open_store
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
+from tests.fakes.chat import MemoryChannel
 from tests.fakes.telegram import TOKEN, FakeTelegram
+from tests.harness import running_daemon
 from tests.store_backends import NO_POSTGRES, PostgresServer, drop_database, new_database
 from tests.waiting import eventually
 
@@ -328,3 +330,38 @@ def _at(when: float, text: str) -> CronRequest:
 async def _settled(store: Any, job_id: str) -> bool:
     job = await store.cron_get(job_id)
     return job is not None and not job.enabled
+
+
+async def test_stop_sent_to_one_instance_stops_the_run_on_the_other(
+    tmp_path: Path, model: FakeAnthropic, pg_url: str
+) -> None:
+    gate = asyncio.Event()
+    model.default = lambda body: Reply.text("echo: " + last_user_text(body), hold=gate)
+    settings = {
+        "channels.telegram.dm_policy": "open",
+        "channels.telegram.allow_from": ["*"],
+        "channels.telegram.mode": "webhook",  # both instances receive
+        "channels.telegram.webhook_url": "https://bot.example/hook",
+        "channels.telegram.webhook_secret": SECRET,
+        "store.url": pg_url,
+        "store.lease": "3s",
+    }
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+    first, second = MemoryChannel("telegram"), MemoryChannel("telegram")
+    async with (
+        running_daemon(tmp_path / "one", model, {"telegram": first}, settings) as one,
+        running_daemon(tmp_path / "two", model, {"telegram": second}, settings),
+    ):
+        assert one.gateway is not None
+        await first.say("a long question")
+        await model.wait_requests(1, timeout=30)
+        assert one.gateway.status()["active_runs"] == 1
+        # the same DM, its /stop landing on the other instance
+        await second.say("/stop")
+        assert await second.wait_sent(1, timeout=30) == ["Stopped."]
+        await eventually(lambda: one.gateway.status()["active_runs"] == 0, timeout=30)  # type: ignore[union-attr]
+        await second.say("/stop")
+        assert await second.wait_sent(2, timeout=30) == ["Stopped.", "Nothing to stop."]
+        gate.set()
+    assert not any(text.startswith("echo:") for text in first.texts())
