@@ -311,6 +311,7 @@ async def test_a_killed_polling_leader_is_replaced_within_30_seconds(
         await two.wait_ready()
         assert "this instance receives now" in one.log
         assert "this instance receives now" not in two.log  # standby
+        await until(lambda: _status_shows(two, "telegram (leader)", "telegram (standby)"), 30)
         tg.dm("before", user_id=OWNER)
         await tg.wait_for("sendMessage", 1, timeout=30)
         one.kill()
@@ -365,3 +366,15 @@ async def test_stop_sent_to_one_instance_stops_the_run_on_the_other(
         assert await second.wait_sent(2, timeout=30) == ["Stopped.", "Nothing to stop."]
         gate.set()
     assert not any(text.startswith("echo:") for text in first.texts())
+
+
+async def _status_shows(instance: Instance, *fragments: str) -> bool:
+    """`perch status` (of any instance: it lists them all) shows every fragment."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot.cli", "status", "--config", str(instance.home / "config.yaml"),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=instance.home,
+        env={**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-1234567890"},
+    )  # fmt: skip
+    out, _ = await proc.communicate()
+    lines = [line for line in out.decode().splitlines() if line.startswith("  instance ")]
+    return len(lines) == 2 and all(any(f in line for line in lines) for f in fragments)
