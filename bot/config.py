@@ -26,6 +26,8 @@ from pydantic import (
     model_validator,
 )
 
+from bot.mcp_config import McpConfig
+
 EXIT_CONFIG = 78
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
@@ -321,6 +323,7 @@ class Config(_Model):
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
     # Where the file was read from; relative paths in it are resolved against its folder.
     source: Path | None = Field(None, exclude=True)

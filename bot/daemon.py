@@ -34,6 +34,7 @@ from agents.tools.message import MessageTool
 from bot.access import AccessControl
 from bot.config import ChannelPolicy, Config
 from bot.gateway import Gateway
+from bot.mcp_host import McpHost
 from bot.message_targets import ChatMessenger
 from bot.scheduler import Scheduler
 from bot.store import Store
@@ -65,6 +66,7 @@ class Daemon:
         self.scheduler: Scheduler | None = None
         self._stopped = False
         self._lock: IO[bytes] | None = None
+        self.mcp = McpHost(config)
 
     async def start(self) -> None:
         began = time.perf_counter()
@@ -100,6 +102,7 @@ class Daemon:
         self.tools = build_tools(
             config,
             [SpawnTool(self.subagents), MessageTool(messenger), CronTool(self.scheduler)],
+            self.mcp.start(),
         )
         self.subagents.use_tools(self.tools)
         runner = TurnRunner(config, self.store, agent_loop, prompts, self.tools, self.channels)
@@ -185,6 +188,7 @@ class Daemon:
                 log.warning("cancelled %d run(s) that did not finish in time", cancelled)
         if self.scheduler is not None:
             await self.scheduler.stop()
+        await self.mcp.stop()
         if self.subagents is not None:
             await self.subagents.aclose()
         if self.announcer is not None:
@@ -218,6 +222,7 @@ class Daemon:
             },
             **gateway,
             **(self.scheduler.status() if self.scheduler else {}),
+            **self.mcp.status(),
         }
 
     def write_status(self) -> None:

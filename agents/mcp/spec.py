@@ -1,0 +1,31 @@
+"""`ServerSpec`: how to reach one MCP server. Kept free of the SDK so the config can name it
+without importing `mcp` (the CLI's fast paths never load the SDK)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSpec:
+    """How to reach one MCP server (built from `mcp.servers.<name>`)."""
+
+    name: str
+    command: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    url: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    allow: tuple[str, ...] | None = None
+    timeout_s: float = 60.0
+    enabled: bool = True
+    ping_s: float = 5.0
+    first_backoff_s: float = 1.0
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command else "http"
+
+    def where(self) -> str:
+        return self.command[0] if self.command else self.url

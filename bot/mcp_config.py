@@ -1,0 +1,92 @@
+"""The `mcp:` config section: which MCP servers to connect and how.
+
+`mcp.servers.<name>` is either a stdio server (`command: [argv...]`, optional `env`, `cwd`)
+or a Streamable HTTP server (`url:`, optional `headers`). Every server takes `tools:` (an
+allow-list of the server's own tool names, `*` suffix allowed; default all), `timeout_s` per
+call (60) and `enabled`. `sandbox: true` asks for the exec sandbox, which this build does not
+have: it is refused with a message rather than silently ignored. `server_specs(config)` turns
+the section into the platform-free `ServerSpec`s of `agents.mcp`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agents.mcp.spec import ServerSpec
+
+SANDBOX_MISSING = (
+    "sandbox: true needs the exec sandbox, which this version of Perch does not have yet; "
+    "remove the key (or set it to false) to run the server unsandboxed"
+)
+
+
+class McpServerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    command: list[str] | None = Field(None, min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: Path | None = None
+    url: str | None = Field(None, pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+    tools: list[str] | None = None
+    timeout_s: float = Field(60, gt=0)
+    enabled: bool = True
+    sandbox: bool = False
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                "give either command: [program, args...] (a stdio server) or url: "
+                "http(s)://... (a Streamable HTTP server), not both or neither"
+            )
+        if self.url is not None and (self.env or self.cwd is not None):
+            raise ValueError("env and cwd belong to stdio servers (command:), not to url:")
+        if self.command is not None and self.headers:
+            raise ValueError("headers belong to HTTP servers (url:), not to command:")
+        if self.sandbox:
+            raise ValueError(SANDBOX_MISSING)
+        return self
+
+
+class McpConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names(self) -> McpConfig:
+        for name in self.servers:
+            if not name or len(name) > 30 or not all(c.isalnum() or c in "-_" for c in name):
+                raise ValueError(
+                    f"server name {name!r}: use 1-30 letters, digits, '-' or '_' (it becomes "
+                    "the prefix of the tool names, <server>__<tool>)"
+                )
+            if "__" in name:
+                raise ValueError(f"server name {name!r}: '__' is reserved as the separator")
+        return self
+
+
+def server_specs(mcp: McpConfig, base: Path | None = None) -> list[ServerSpec]:
+    """The configured servers as `ServerSpec`s; a relative `cwd` is taken from `base`."""
+    specs: list[ServerSpec] = []
+    for name, server in mcp.servers.items():
+        cwd = server.cwd
+        if cwd is not None and base is not None and not cwd.is_absolute():
+            cwd = (base / cwd).resolve()
+        specs.append(
+            ServerSpec(
+                name=name,
+                command=tuple(server.command or ()),
+                env=dict(server.env),
+                cwd=cwd,
+                url=server.url or "",
+                headers=dict(server.headers),
+                allow=tuple(server.tools) if server.tools is not None else None,
+                timeout_s=server.timeout_s,
+                enabled=server.enabled,
+            )
+        )
+    return specs
