@@ -4,7 +4,8 @@ Each check prints `OK` or `FAIL` with what it found and, on failure, what to do.
 config, the model API key and endpoint (a free `count_tokens` call), each enabled channel's
 credentials against its platform (`getMe`, `auth.test`, `/v1/about`), each enabled MCP
 server (it must start and list its tools), the database (opens, migrates, takes the write
-lock), the workspace files, and the timezone. Exit code 0 when everything passed, 1 otherwise, 78 when the config itself cannot be read.
+lock), the workspace files, and the timezone. Exit code 0 when everything passed, 1
+otherwise, 78 when the config itself cannot be read.
 """
 
 from __future__ import annotations

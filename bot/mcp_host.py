@@ -1,20 +1,30 @@
 """The daemon's side of MCP: build the manager from `mcp.servers`, start and stop it.
 
-`McpHost(config).start()` starts the servers in the background and returns the tool
-providers for the belt (none when no server is configured, so the SDK is not even imported);
-`status()` is the `mcp` part of `status.json` that `perch status` and `perch mcp list` read.
+`McpHost(config)` is the tool provider the daemon puts on the belt. `start()` returns at once:
+importing the MCP SDK (about a second) happens in a worker thread and the servers connect in
+the background, so READY is not delayed by either; until then the host offers no tools and
+reports every enabled server as `starting`. `status()` is the `mcp` part of `status.json`
+that `perch status` and `perch mcp list` read. With no server configured the SDK is never
+imported.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import importlib
+import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agents.tools.base import ToolProvider
+from agents.tools.base import Tool, ToolProvider
 from bot.config import Config
 from bot.mcp_config import server_specs
 
 if TYPE_CHECKING:
     from agents.mcp.manager import McpManager
+
+log = logging.getLogger(__name__)
 
 
 def build_manager(config: Config) -> McpManager:
@@ -25,20 +35,53 @@ def build_manager(config: Config) -> McpManager:
 
 
 class McpHost:
+    """A `ToolProvider` over the MCP manager, which exists once the SDK is loaded."""
+
     def __init__(self, config: Config) -> None:
         self.config = config
         self.manager: McpManager | None = None
+        self._loading: asyncio.Task[None] | None = None
+
+    @property
+    def generation(self) -> int:
+        return 0 if self.manager is None else 1 + self.manager.generation
+
+    def tools(self) -> Sequence[Tool]:
+        return () if self.manager is None else self.manager.tools()
 
     def start(self) -> list[ToolProvider]:
+        """Start the servers in the background; the providers to put on the belt."""
         if not self.config.mcp.servers:
             return []
-        self.manager = build_manager(self.config)
-        self.manager.start()
-        return [self.manager]
+        self._loading = asyncio.create_task(self._load(), name="mcp:load")
+        return [self]
+
+    async def _load(self) -> None:
+        try:
+            await asyncio.to_thread(importlib.import_module, "agents.mcp.manager")
+        except ImportError as exc:
+            log.error("mcp: the MCP SDK cannot be imported (%s); reinstall Perch", exc)
+            return
+        manager = build_manager(self.config)
+        manager.start()
+        self.manager = manager
 
     async def stop(self) -> None:
+        if self._loading is not None and not self._loading.done():
+            self._loading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loading
         if self.manager is not None:
             await self.manager.stop()
 
     def status(self) -> dict[str, Any]:
-        return {"mcp": self.manager.status()} if self.manager is not None else {}
+        if self.manager is not None:
+            return {"mcp": self.manager.status()}
+        if not self.config.mcp.servers:
+            return {}
+        return {
+            "mcp": {
+                name: {"state": "starting" if s.enabled else "disabled", "tools": [], "error": ""}
+                for name, s in self.config.mcp.servers.items()
+            }
+        }
