@@ -18,11 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -39,6 +40,21 @@ logging.getLogger("httpx2").setLevel(logging.WARNING)
 State = Literal["starting", "up", "down", "disabled", "stopped"]
 CONNECT_TIMEOUT_S = 30.0
 MAX_BACKOFF_S = 60.0
+
+
+def _errlog() -> TextIO:
+    """Where a stdio server's stderr goes: ours, or /dev/null when ours is no real file."""
+    try:
+        sys.stderr.fileno()
+        return sys.stderr
+    except (AttributeError, OSError, ValueError):
+        global _devnull
+        if _devnull is None:
+            _devnull = open(os.devnull, "w")  # noqa: SIM115 (kept for the process's life)
+        return _devnull
+
+
+_devnull: TextIO | None = None
 
 
 class McpCallError(Exception):
@@ -160,7 +176,7 @@ class McpConnection:
                 env=spec.env or None,
                 cwd=spec.cwd,
             )
-            async with stdio_client(params, errlog=sys.stderr) as streams:
+            async with stdio_client(params, errlog=_errlog()) as streams:
                 yield streams
         else:
             async with (
