@@ -20,6 +20,7 @@ from typing import Any
 
 from bot.config import EXIT_CONFIG, Config, ConfigError, load_config, require_api_key
 from bot.mcp_cli import daemon_mcp_lines
+from bot.mcp_config import mcp_secrets
 
 
 def config_path(given: str | None) -> Path:
@@ -204,6 +205,7 @@ def _secrets(config: Config) -> list[str]:
         c.slack.bot_token,
         c.slack.app_token,
         c.slack.signing_secret,
+        *mcp_secrets(config.mcp),
     ]
 
 

@@ -149,3 +149,23 @@ def test_the_registry_follows_its_providers_and_caches_the_schema_list() -> None
 
     source.set()  # the server went away
     assert registry.names == ["read_file"] and "srv__echo" not in child
+
+
+def test_urls_and_secrets_never_show_in_status_or_logs(tmp_path: Path) -> None:
+    from bot.mcp_config import mcp_secrets
+
+    config = load(
+        tmp_path,
+        {
+            "web": {
+                "url": "https://user:pw-123456@mcp.example:8443/mcp?api_key=abcdef123",
+                "headers": {"Authorization": "Bearer tok-123456789"},
+            },
+            "cli": {"command": ["x"], "env": {"GITHUB_TOKEN": "ghp_abcdef", "LEVEL": "warn"}},
+        },
+    )
+    web = next(s for s in server_specs(config.mcp) if s.name == "web")
+    assert web.where() == "https://mcp.example:8443/mcp"
+    secrets = mcp_secrets(config.mcp)
+    assert {"Bearer tok-123456789", "tok-123456789", "ghp_abcdef", "pw-123456"} <= set(secrets)
+    assert "api_key=abcdef123" in secrets and "warn" not in secrets

@@ -40,6 +40,7 @@ logging.getLogger("httpx2").setLevel(logging.WARNING)
 State = Literal["starting", "up", "down", "disabled", "stopped"]
 CONNECT_TIMEOUT_S = 30.0
 MAX_BACKOFF_S = 60.0
+STOP_GRACE_S = 5.0
 
 
 def _errlog() -> TextIO:
@@ -97,7 +98,7 @@ class McpConnection:
             self.attempts += 1
             began = time.monotonic()
             try:
-                await self._serve_once()
+                await self._serve_until_stopped()
                 reason = "the connection closed"
             except asyncio.CancelledError:
                 raise
@@ -184,6 +185,23 @@ class McpConnection:
                 streamable_http_client(spec.url, http_client=http) as streams,
             ):
                 yield streams
+
+    async def _serve_until_stopped(self) -> None:
+        """`_serve_once`, cut short when `stop()` comes while it is still connecting."""
+        serve = asyncio.ensure_future(self._serve_once())
+        stopped = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({serve, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if not serve.done():  # stopping: an up connection returns by itself, soon
+                await asyncio.wait({serve}, timeout=STOP_GRACE_S)
+        finally:
+            stopped.cancel()
+            if not serve.done():
+                serve.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serve
+        if not self._stop.is_set():
+            serve.result()
 
     async def _serve_once(self) -> None:
         self._lost.clear()

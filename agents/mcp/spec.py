@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,4 +29,10 @@ class ServerSpec:
         return "stdio" if self.command else "http"
 
     def where(self) -> str:
-        return self.command[0] if self.command else self.url
+        """The program, or the URL without credentials or query (for logs and status)."""
+        if self.command:
+            return self.command[0]
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}{parts.path}"
