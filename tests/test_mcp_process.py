@@ -136,3 +136,22 @@ def test_perch_mcp_list_connects_itself_when_no_daemon_runs(
     assert "demo (stdio" in out and "up, 1 tool(s)" in out and "    demo__echo" in out
     assert "gone (stdio" in out and "DOWN (program not found:" in out
     assert "off (stdio" in out and "disabled" in out
+
+
+async def test_doctor_checks_each_enabled_mcp_server(tmp_path: Path) -> None:
+    from bot.config import load_config
+    from bot.mcp_cli import doctor_checks
+
+    path = tmp_path / "config.yaml"
+    servers = {
+        "demo": stdio_entry(),
+        "gone": {"command": [str(tmp_path / "missing")]},
+        "off": stdio_entry(enabled=False),
+    }
+    path.write_text(yaml.safe_dump({"mcp": {"servers": servers}}))
+    checks = {c.name: c for c in await doctor_checks(load_config(path, {}))}
+    assert set(checks) == {"mcp demo", "mcp gone"}
+    assert checks["mcp demo"].ok and checks["mcp demo"].detail == "up, 8 tool(s)"
+    assert not checks["mcp gone"].ok
+    assert "program not found" in checks["mcp gone"].line()
+    assert "check mcp.servers.gone" in checks["mcp gone"].line()
