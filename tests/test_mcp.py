@@ -120,6 +120,24 @@ async def test_a_server_that_crashes_mid_call_fails_the_call_and_comes_back(
         assert tool_results(fake.requests[3])[0]["content"] == "echo: back"
 
 
+async def test_an_http_server_dying_mid_call_fails_the_call_and_drops_its_tools(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    async with http_server() as url:
+        chan = MemoryChannel("telegram")
+        overrides = {**OPEN_DMS, "mcp.servers": {"web": {"url": url}}}
+        async with running_daemon(tmp_path, fake, {"telegram": chan}, overrides) as daemon:
+            await up(daemon, "web")
+            fake.queue(Reply.tool_use([("web__crash", {})]), Reply.text("It broke."))
+            await chan.say("crash it")
+            await chan.wait_sent(1, timeout=30)
+            (result,) = tool_results(fake.requests[1])
+            assert result["is_error"] is True
+            assert "disconnected during 'crash'" in result["content"]
+            await eventually(lambda: state(daemon, "web") == "down", 10)
+            assert not [n for n in daemon.tools.names if n.startswith("web__")]
+
+
 async def test_a_call_that_never_answers_times_out(tmp_path: Path, fake: FakeAnthropic) -> None:
     async with http_server() as url:
         chan = MemoryChannel("telegram")

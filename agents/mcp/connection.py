@@ -200,8 +200,11 @@ class McpConnection:
                 serve.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await serve
-        if not self._stop.is_set():
-            serve.result()
+        if serve.cancelled():
+            return
+        failure = serve.exception()  # always retrieved, so asyncio never warns about it
+        if failure is not None and not self._stop.is_set():
+            raise failure
 
     async def _serve_once(self) -> None:
         self._lost.clear()
