@@ -2,8 +2,9 @@
 
 `McpConnection.run()` is the server's supervisor task. It opens the transport (a child
 process over stdio, or Streamable HTTP), initializes a `ClientSession`, lists the tools, and
-then watches the connection: a ping every `ping_s`, a call that finds the connection closed,
-or a `tools/list_changed` notification (the list is fetched again). When the connection is
+then watches the connection: a ping every `ping_s` while no call is running (one unanswered
+for 30 s counts as lost), a call that finds the connection closed, or a `tools/list_changed`
+notification (the list is fetched again). When the connection is
 lost the state goes `down` with the reason, and the next attempt follows after 1, 2, 4 ...
 up to 60 s. A stdio server is started in its own process group with only a minimal
 environment (PATH, HOME, ... plus its `env`), and is stopped by closing its stdin, then
@@ -41,6 +42,7 @@ State = Literal["starting", "up", "down", "disabled", "stopped"]
 CONNECT_TIMEOUT_S = 30.0
 MAX_BACKOFF_S = 60.0
 STOP_GRACE_S = 5.0
+PING_TIMEOUT_S = 30.0
 
 
 def _errlog() -> TextIO:
@@ -85,6 +87,7 @@ class McpConnection:
         self.attempts = 0
         self.next_retry_at = 0.0
         self._session: ClientSession | None = None
+        self._in_flight = 0
         self._lost = asyncio.Event()
         self._relist = asyncio.Event()
         self._stop = asyncio.Event()
@@ -131,6 +134,7 @@ class McpConnection:
                 + "; try again later"
             )
         timeout = self.spec.timeout_s
+        self._in_flight += 1
         try:
             return await asyncio.wait_for(session.call_tool(tool, args), timeout)
         except TimeoutError:
@@ -146,6 +150,8 @@ class McpConnection:
                     "it is being restarted"
                 ) from None
             raise McpCallError(f"MCP server {self.spec.name!r}: {exc}") from None
+        finally:
+            self._in_flight -= 1
 
     def status(self) -> dict[str, Any]:
         return {
@@ -245,10 +251,14 @@ class McpConnection:
                 self._set("up", "", tools)
                 log.info("mcp server %s: tool list changed (%d tools)", self.spec.name, len(tools))
                 continue
+            if self._in_flight:
+                continue  # calls have their own timeouts; a busy server may answer pings late
             try:
-                await asyncio.wait_for(session.send_ping(), max(self.spec.ping_s, 5.0))
+                await asyncio.wait_for(session.send_ping(), PING_TIMEOUT_S)
             except TimeoutError:
-                raise ConnectionError("it stopped answering pings") from None
+                raise ConnectionError(
+                    f"it did not answer a ping within {PING_TIMEOUT_S:g} s"
+                ) from None
 
     async def _list_tools(self, session: ClientSession) -> list[types.Tool]:
         tools: list[types.Tool] = []
