@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from bot.daemon import Daemon
+from bot.sessions import SessionKey
+from bot.store import Store
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon
@@ -188,6 +190,11 @@ async def test_stop_cancels_a_running_mcp_call(tmp_path: Path, fake: FakeAnthrop
         await chan.wait_sent(1, timeout=30)
         assert chan.texts() == ["Stopped."]
         await asyncio.wait_for(daemon.gateway.wait_idle(), 10)  # type: ignore[union-attr]
+        store: Store = daemon.store  # type: ignore[assignment]
+        session = await store.session(str(SessionKey.dm("main", "telegram", "bot", "u1")))
+        blocks = [b for m in await store.messages(session.id) for b in m["content"]]
+        (cancelled,) = [b for b in blocks if b.get("type") == "tool_result"]
+        assert cancelled["content"] == "cancelled by user"
         # The server is still there and answers the next call.
         assert state(daemon, "demo") == "up"
         fake.queue(Reply.tool_use([("demo__echo", {"text": "still"})]), Reply.text("fine"))
