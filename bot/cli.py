@@ -93,7 +93,6 @@ def running_daemon(config: Config) -> dict[str, Any] | None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     config = _load(args)
-
     daemon = running_daemon(config)
     if daemon is None:
         print("Perch is not running.")
