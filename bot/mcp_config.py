@@ -3,8 +3,8 @@
 `mcp.servers.<name>` is either a stdio server (`command: [argv...]`, optional `env`, `cwd`)
 or a Streamable HTTP server (`url:`, optional `headers`). Every server takes `tools:` (an
 allow-list of the server's own tool names, `*` suffix allowed; default all), `timeout_s` per
-call (60) and `enabled`. `sandbox: true` asks for the exec sandbox, which this build does not
-have: it is refused with a message rather than silently ignored. `server_specs(config)` turns
+call (60) and `enabled`. A stdio server with `sandbox: true` runs under the exec sandbox
+(bubblewrap; no network unless `network: true`); see `bot.mcp_host`. `server_specs(config)` turns
 the section into the platform-free `ServerSpec`s of `agents.mcp`.
 """
 
@@ -16,11 +16,6 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agents.mcp.spec import ServerSpec
-
-SANDBOX_MISSING = (
-    "sandbox: true needs the exec sandbox, which this version of Perch does not have yet; "
-    "remove the key (or set it to false) to run the server unsandboxed"
-)
 
 
 class McpServerConfig(BaseModel):
@@ -35,6 +30,7 @@ class McpServerConfig(BaseModel):
     timeout_s: float = Field(60, gt=0)
     enabled: bool = True
     sandbox: bool = False
+    network: bool = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -47,8 +43,12 @@ class McpServerConfig(BaseModel):
             raise ValueError("env and cwd belong to stdio servers (command:), not to url:")
         if self.command is not None and self.headers:
             raise ValueError("headers belong to HTTP servers (url:), not to command:")
-        if self.sandbox:
-            raise ValueError(SANDBOX_MISSING)
+        if self.url is not None and self.sandbox:
+            raise ValueError("sandbox: true applies to stdio servers (command:), not to url:")
+        if self.network and not self.sandbox:
+            raise ValueError(
+                "network: only matters with sandbox: true (unsandboxed servers have it)"
+            )
         return self
 
 

@@ -3,7 +3,8 @@
 `McpHost(config)` is the tool provider the daemon puts on the belt. `start()` returns at once:
 importing the MCP SDK (about a second) happens in a worker thread and the servers connect in
 the background, so READY is not delayed by either; until then the host offers no tools and
-reports every enabled server as `starting`. `status()` is the `mcp` part of `status.json`
+reports every enabled server as `starting`. A server with `sandbox: true` is launched under
+bubblewrap (`sandboxed`), or not at all. `status()` is the `mcp` part of `status.json`
 that `perch status` and `perch mcp list` read. With no server configured the SDK is never
 imported.
 """
@@ -14,9 +15,12 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import shlex
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from agents.mcp.spec import ServerSpec
 from agents.tools.base import Tool, ToolProvider
 from bot.config import Config
 from bot.mcp_config import server_specs
@@ -28,10 +32,36 @@ log = logging.getLogger(__name__)
 
 
 def build_manager(config: Config) -> McpManager:
+    """The manager for `mcp.servers` (blocking: it may probe the sandbox once)."""
     from agents.mcp.manager import McpManager
 
     base = config.source.parent if config.source is not None else None
-    return McpManager(server_specs(config.mcp, base))
+    specs = server_specs(config.mcp, base)
+    return McpManager(
+        sandboxed(config, spec) if config.mcp.servers[spec.name].sandbox else spec for spec in specs
+    )
+
+
+def sandboxed(config: Config, spec: ServerSpec) -> ServerSpec:
+    """`spec` launched under bubblewrap, or refused (never run bare) when that cannot work.
+
+    The server's working directory (its `cwd`, else the agent workspace) is its only writable
+    place; it has its own PID namespace, no network unless `network: true`, the config
+    directory hidden, and it dies with the daemon (`--die-with-parent`). The exec rlimits are
+    not applied: they are sized for one command, not a long-lived server.
+    """
+    from agents.tools.sandbox import Limits, SandboxUnavailable, select_sandbox
+
+    network = config.mcp.servers[spec.name].network
+    hide = [config.source.parent] if config.source is not None else []
+    try:
+        sandbox = select_sandbox("bwrap", network=network, limits=Limits(0, 0, 0, 0), hide=hide)
+    except SandboxUnavailable as exc:
+        reason = str(exc).replace("exec.sandbox is bwrap", "sandbox: true")
+        return replace(spec, refused=f"mcp.servers.{spec.name}.sandbox: {reason}")
+    workdir = spec.cwd or config.workspace
+    launch = tuple(sandbox.argv(workdir, shlex.join(spec.command)))
+    return replace(spec, launch=launch, cwd=workdir)
 
 
 class McpHost:
@@ -62,7 +92,7 @@ class McpHost:
         except ImportError as exc:
             log.error("mcp: the MCP SDK cannot be imported (%s); reinstall Perch", exc)
             return
-        manager = build_manager(self.config)
+        manager = await asyncio.to_thread(build_manager, self.config)
         manager.start()
         self.manager = manager
 

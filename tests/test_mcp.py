@@ -4,19 +4,22 @@ stdio, one over Streamable HTTP on 127.0.0.1) and the fake Anthropic server driv
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agents.tools.sandbox import SandboxUnavailable, select_sandbox
 from bot.daemon import Daemon
 from bot.sessions import SessionKey
 from bot.store import Store
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon
-from tests.mcp_servers.running import http_server, stdio_entry
+from tests.mcp_servers.running import http_server, sandboxed_entry, stdio_entry
 from tests.waiting import eventually
 
 OPEN_DMS = {"channels.telegram.dm_policy": "open", "channels.telegram.allow_from": ["*"]}
@@ -236,3 +239,45 @@ async def test_tool_policies_and_the_servers_allow_list_filter_mcp_tools(
         assert state(daemon, "other") == "disabled"
         child = daemon.subagents.tools_for(1)  # type: ignore[union-attr]
         assert "demo__echo" in child and "demo__weather" not in child
+
+
+def sandbox_or_skip() -> dict[str, Any]:
+    """The sandboxed entry, or a visible skip saying why it cannot run here."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (bwrap) is not installed; apt-get install bubblewrap to run this")
+    try:
+        select_sandbox("bwrap")
+    except SandboxUnavailable as exc:
+        pytest.skip(f"bwrap cannot run here: {exc}")
+    entry = sandboxed_entry()
+    probe = "import sys; print(sys.version_info[:2] == (3, 11))"
+    if (
+        entry is None
+        or subprocess.run(
+            [entry["command"][0], "-c", probe], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        != "True"
+    ):
+        pytest.skip("the sandboxed test server needs /usr/bin/python3 at version 3.11")
+    return entry
+
+
+async def test_a_sandboxed_server_sees_only_its_own_directory(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    entry = sandbox_or_skip()
+    chan = MemoryChannel("telegram")
+    servers = {"boxed": entry, "demo": stdio_entry()}
+    overrides = {**OPEN_DMS, "mcp.servers": servers}
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, overrides) as daemon:
+        await up(daemon, "boxed", "demo")
+        assert daemon.status()["mcp"]["boxed"]["sandboxed"] is True
+        data = str(tmp_path / "data")
+        fake.queue(
+            Reply.tool_use([("boxed__exists", {"path": data}), ("demo__exists", {"path": data})]),
+            Reply.text("checked"),
+        )
+        await chan.say("look around")
+        await chan.wait_sent(1, timeout=30)
+        inside, outside = tool_results(fake.requests[1])
+        assert (inside["content"], outside["content"]) == ("no", "yes")

@@ -57,7 +57,8 @@ def test_an_empty_section_is_the_default(tmp_path: Path) -> None:
         ({"x": {"url": "ftp://h"}}, "mcp.servers.x.url"),
         ({"x": {"url": "http://h/mcp", "env": {"A": "b"}}}, "env and cwd belong to stdio"),
         ({"x": {"command": ["a"], "headers": {"A": "b"}}}, "headers belong to HTTP servers"),
-        ({"x": {"command": ["a"], "sandbox": True}}, "sandbox: true needs the exec sandbox"),
+        ({"x": {"url": "http://h/mcp", "sandbox": True}}, "sandbox: true applies to stdio"),
+        ({"x": {"command": ["a"], "network": True}}, "network: only matters with sandbox"),
         ({"x": {"command": ["a"], "timeout_s": 0}}, "mcp.servers.x.timeout_s"),
         ({"x": {"command": ["a"], "tool": ["a"]}}, "mcp.servers.x.tool: unknown key"),
         ({"a.b": {"command": ["a"]}}, "server name 'a.b'"),
@@ -169,3 +170,20 @@ def test_urls_and_secrets_never_show_in_status_or_logs(tmp_path: Path) -> None:
     secrets = mcp_secrets(config.mcp)
     assert {"Bearer tok-123456789", "tok-123456789", "ghp_abcdef", "pw-123456"} <= set(secrets)
     assert "api_key=abcdef123" in secrets and "warn" not in secrets
+
+
+async def test_a_refused_server_is_down_with_the_reason_and_never_started(tmp_path: Path) -> None:
+    from agents.mcp.manager import McpManager
+    from agents.mcp.spec import ServerSpec
+    from tests.waiting import eventually
+
+    marker = tmp_path / "started"
+    spec = ServerSpec("boxed", command=("touch", str(marker)), refused="bwrap is missing")
+    manager = McpManager([spec])
+    manager.start()
+    await manager.wait_settled(5)
+    status = manager.status()["boxed"]
+    assert (status["state"], status["error"], status["attempts"]) == ("down", "bwrap is missing", 0)
+    await manager.stop()
+    await eventually(lambda: manager.status()["boxed"]["state"] == "stopped")
+    assert not marker.exists()

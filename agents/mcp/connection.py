@@ -96,6 +96,12 @@ class McpConnection:
 
     async def run(self) -> None:
         """Connect and stay connected until `stop()`; never raises."""
+        if self.spec.refused:
+            self._set("down", self.spec.refused, [])
+            log.error("mcp server %s not started: %s", self.spec.name, self.spec.refused)
+            await self._stop.wait()
+            self._set("stopped", "", [])
+            return
         backoff = self.spec.first_backoff_s
         while not self._stop.is_set():
             self.attempts += 1
@@ -159,6 +165,7 @@ class McpConnection:
             "transport": self.spec.transport,
             "where": self.spec.where(),
             "tools": [t.name for t in self.tools],
+            "sandboxed": bool(self.spec.launch),
             "error": self.error,
             "since": self.since,
             "attempts": self.attempts,
@@ -177,9 +184,10 @@ class McpConnection:
     async def _transport(self) -> AsyncIterator[Any]:
         spec = self.spec
         if spec.command:
+            argv = spec.launch or spec.command
             params = StdioServerParameters(
-                command=spec.command[0],
-                args=list(spec.command[1:]),
+                command=argv[0],
+                args=list(argv[1:]),
                 env=spec.env or None,
                 cwd=spec.cwd,
             )

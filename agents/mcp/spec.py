@@ -23,6 +23,10 @@ class ServerSpec:
     enabled: bool = True
     ping_s: float = 5.0
     first_backoff_s: float = 1.0
+    # The argv actually run when it differs from `command` (the server under the sandbox).
+    launch: tuple[str, ...] = ()
+    # Why this server must not be started (e.g. its sandbox cannot run here); shown as DOWN.
+    refused: str = ""
 
     @property
     def transport(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import sysconfig
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,6 +18,23 @@ def stdio_entry(name: str = "demo", **extra: Any) -> dict[str, Any]:
     return {
         "command": [sys.executable, "-m", "tests.mcp_servers.stdio_server", name],
         "cwd": str(REPO),
+        **extra,
+    }
+
+
+def sandboxed_entry(name: str = "boxed", **extra: Any) -> dict[str, Any] | None:
+    """A `sandbox: true` entry for the stdio test server, run by the system's Python 3.11
+    (the venv's interpreter lives outside what the sandbox shows) with the venv's packages;
+    None when that Python is missing."""
+    system = Path("/usr/bin/python3")
+    if not system.exists():
+        return None
+    packages = sysconfig.get_paths()["purelib"]
+    return {
+        "command": [str(system), "-m", "tests.mcp_servers.stdio_server", name],
+        "env": {"PYTHONPATH": f"{REPO}:{packages}"},
+        "cwd": str(REPO),
+        "sandbox": True,
         **extra,
     }
 

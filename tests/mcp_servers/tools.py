@@ -46,6 +46,11 @@ def build_server(name: str) -> MCPServer:
         return {"city": city, "celsius": 21}
 
     @server.tool()
+    def exists(path: str) -> str:
+        """Whether the server can see `path`."""
+        return "yes" if Path(path).exists() else "no"
+
+    @server.tool()
     def big(size: int) -> str:
         """A long text of `size` characters."""
         return "x" * size
