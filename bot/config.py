@@ -106,6 +106,15 @@ class ExecConfig(_Model):
     max_output_chars: int = Field(20000, ge=100)
     allow_env: list[str] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _timeout_within_max(self) -> ExecConfig:
+        if self.timeout_s > self.max_timeout_s:
+            raise ValueError(
+                f"timeout_s ({self.timeout_s:g}) is above max_timeout_s ({self.max_timeout_s:g}); "
+                "lower timeout_s or raise max_timeout_s"
+            )
+        return self
+
 
 class WebFetchConfig(_Model):
     enabled: bool = True
@@ -184,6 +193,22 @@ class HeartbeatConfig(_Model):
     active_hours: str | None = None
     timezone: str | None = None
     target: Literal["owner", "last", "none"] | HeartbeatTarget = "owner"
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target(cls, value: object) -> object:
+        """One message in the user's terms instead of one per member of the union."""
+        usage = "owner, last, none, or {channel: <channel>, to: <chat id>}"
+        if value in ("owner", "last", "none") or isinstance(value, HeartbeatTarget):
+            return value
+        if not isinstance(value, dict):
+            raise ValueError(f"must be {usage}, got {value!r}")
+        missing = [key for key in ("channel", "to") if key not in value]
+        unknown = [str(key) for key in value if key not in ("channel", "to")]
+        if missing or unknown:
+            problem = f"lacks {' and '.join(missing)}" if missing else f"has {', '.join(unknown)}"
+            raise ValueError(f"the target mapping {problem}; write {usage}")
+        return {key: str(item) for key, item in value.items()}
 
     @field_validator("active_hours")
     @classmethod
@@ -376,9 +401,35 @@ def _describe(error: Mapping[str, Any]) -> str:
         "input" in error
         and error["type"] not in ("missing",)
         and not isinstance(error["input"], dict | list)
+        and repr(error["input"]) not in message
+        and f"({error['input']})" not in message
     ):
         message += f" (got {error['input']!r})"
     return f"{where}: {message}" if where else message
+
+
+MAX_NESTING = 32
+"""Deepest nesting of mappings and lists a config file may have (Perch's own keys use 5)."""
+
+
+def _too_deep(path: Path) -> str:
+    return (
+        f"{path}: nested more than {MAX_NESTING} levels deep, which no Perch key is; "
+        "compare its indentation with the shipped config.yaml"
+    )
+
+
+def _deeper_than(tree: object, limit: int) -> bool:
+    """True when `tree` nests mappings/lists more than `limit` levels (no recursion)."""
+    stack: list[tuple[object, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth >= limit:
+                return True
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
@@ -387,6 +438,12 @@ def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
     env = dict(os.environ) if env is None else env
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} on line {line}); "
+            "save the file as UTF-8"
+        ) from None
     except FileNotFoundError:
         raise ConfigError(
             f"{path}: no such file; copy the shipped config.yaml there or pass --config PATH"
@@ -395,6 +452,8 @@ def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
         raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
     try:
         raw = yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(_too_deep(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -404,6 +463,8 @@ def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections (agent:, ...)")
+    if _deeper_than(raw, MAX_NESTING):
+        raise ConfigError(_too_deep(path))
     try:
         data = interpolate(raw, env)
     except ConfigError as exc:
