@@ -32,9 +32,10 @@ What a split guarantees, for any text and any `limit >= 1`:
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -47,6 +48,15 @@ _LINE_BREAK = re.compile(r"\n")
 _SENTENCE_END = re.compile(r"[.!?…](?=\s)|[。！？]")
 _WORD_BREAK = re.compile(r"[ \t]+")
 _CLUSTER_CONTINUERS = frozenset("\u200d\ufe0e\ufe0f\u20e3")
+_BACKTICK = re.compile(r"`")
+# Break points tried per kind before a hard cut: ordinary text fits at the first or second;
+# only text built to defeat every break (e.g. " ~~~" repeated) gets this far.
+_MAX_TRIES = 64
+_NEWLINE = re.compile(r"\n")
+_FENCE_CANDIDATE = re.compile(
+    r"(?m)^(?P<indent>[^\S\n]*)(?P<marker>`{3,}|~{3,})(?P<info>[^\n]*)"
+)
+_INDENT_MARKER = re.compile(r"[ \t]*(`{3,}|~{3,})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,35 +183,55 @@ class _Splitter:
     def __init__(self, text: str, limit: int) -> None:
         self.text = text
         self.limit = limit
-        self.lines = self._index_lines()
-        self.starts = [line.start for line in self.lines]
+        self._index_fences()
+        self._chunk_start = 0
+        self.backticks = [m.start() for m in _BACKTICK.finditer(text)]
+        # Memos that keep every question about the text amortised O(1): where the
+        # whitespace before an offset starts, where the next non-space after it is, and how
+        # a piece starting at an offset begins (indent + fence marker).
+        self._stripped: dict[int, int] = {}
+        self._next_non_space: dict[int, int] = {}
+        self._marker_at: dict[int, tuple[int, int] | None] = {}
+        self._failed: set[tuple[int, bool]] = set()
 
     # -- index --
 
-    def _index_lines(self) -> list[_Line]:
+    def _index_fences(self) -> None:
+        """Line starts, and every fence with the lines it opens and closes on.
+
+        Only lines that start like a fence are looked at in Python, so indexing is a couple
+        of regex scans however many lines the text has.
+        """
         text = self.text
-        lines: list[_Line] = []
+        self.starts = [0, *(m.end() for m in _NEWLINE.finditer(text))]
+        self.spans: list[_FenceSpan] = []
+        self.span_lines: list[tuple[int, int]] = []  # (opening line, closing line or -1)
         current: _FenceSpan | None = None
-        start = 0
-        while True:
-            end = text.find("\n", start)
-            if end < 0:
-                end = len(text)
-            raw = text[start:end]
-            before = current
+        opened = 0
+        for match in _FENCE_CANDIDATE.finditer(text):
+            marker, info = match["marker"], match["info"]
             if current is None:
-                fence = parse_fence(raw)
-                if fence is not None:
-                    current = _FenceSpan(fence, start, end)
-                    self._plan_repair(current, raw)
-            elif current.fence.closes(raw):
-                current.close_start = start
-                current.close_end = start + len(raw.rstrip())
+                if match["indent"].strip(" \t") or (marker[0] == "`" and "`" in info):
+                    continue
+                raw = match.group(0)
+                fence = Fence(match["indent"], marker[0], len(marker), info.strip())
+                current = _FenceSpan(fence, match.start(), match.end())
+                self._plan_repair(current, raw.rstrip("\r"))
+                opened = bisect_right(self.starts, match.start()) - 1
+            elif (
+                marker[0] == current.fence.char
+                and len(marker) >= current.fence.length
+                and not info.strip()
+            ):
+                current.close_start = match.start()
+                current.close_end = match.end() - (len(info) - len(info.rstrip()))
+                self.spans.append(current)
+                self.span_lines.append((opened, bisect_right(self.starts, match.start()) - 1))
                 current = None
-            lines.append(_Line(start, end, before, current))
-            if end >= len(text):
-                return lines
-            start = end + 1
+        if current is not None:
+            self.spans.append(current)
+            self.span_lines.append((opened, len(self.starts)))
+        self.span_openers = [opening for opening, _ in self.span_lines]
 
     def _plan_repair(self, span: _FenceSpan, opening_line: str) -> None:
         room = self.limit // 2
@@ -214,7 +244,17 @@ class _Splitter:
             span.reopen, span.close = fence.marker, fence.marker
 
     def _line_at(self, offset: int) -> _Line:
-        return self.lines[bisect_right(self.starts, offset) - 1]
+        index = bisect_right(self.starts, offset) - 1
+        start = self.starts[index]
+        end = self.starts[index + 1] - 1 if index + 1 < len(self.starts) else len(self.text)
+        before = after = None
+        found = bisect_right(self.span_openers, index) - 1
+        if found >= 0:
+            opening, closing = self.span_lines[found]
+            span = self.spans[found]
+            before = span if opening < index <= closing else None
+            after = span if opening <= index < closing else None
+        return _Line(start, end, before, after)
 
     def _fence_at(self, offset: int) -> _FenceSpan | None:
         """The fence open once `text[:offset]` is read (repairable or not)."""
@@ -226,7 +266,49 @@ class _Splitter:
         return span if span is not None and span.reopen is not None else None
 
     def _blank(self, start: int, end: int) -> bool:
-        return start >= end or _NON_SPACE.search(self.text, start, end) is None
+        return start >= end or self._non_space_from(start) >= end
+
+    def _non_space_from(self, start: int) -> int:
+        """Offset of the first non-whitespace character at or after `start` (or len)."""
+        found = self._next_non_space.get(start)
+        if found is None:
+            match = _NON_SPACE.search(self.text, start)
+            found = match.start() if match is not None else len(self.text)
+            self._next_non_space[start] = found
+        return found
+
+    def _strip_end(self, end: int, floor: int) -> int:
+        """`end` moved back over whitespace, not below `floor` (amortised O(1))."""
+        text, walked = self.text, []
+        while end > 0 and text[end - 1].isspace():
+            cached = self._stripped.get(end)
+            if cached is not None:
+                end = cached
+                break
+            walked.append(end)
+            end -= 1
+        for offset in walked:
+            self._stripped[offset] = end
+        return max(end, floor)
+
+    def _opens_fence(self, start: int, end: int) -> bool:
+        """True when the piece `text[start:end]` (within one line) reads as a fence opener."""
+        if start >= end:
+            return False
+        marker = self._marker_at.get(start, ())
+        if marker == ():
+            match = _INDENT_MARKER.match(self.text, start)
+            marker = (match.start(1), match.end(1)) if match is not None else None
+            self._marker_at[start] = marker
+        if marker is None:
+            return False
+        marker_start, marker_end = marker
+        if min(marker_end, end) - marker_start < 3:
+            return False
+        if self.text[marker_start] != "`" or marker_end >= end:
+            return True
+        following = bisect_left(self.backticks, marker_end)
+        return following == len(self.backticks) or self.backticks[following] >= end
 
     # -- chunking --
 
@@ -255,6 +337,8 @@ class _Splitter:
 
     def _next_chunk(self, position: int) -> tuple[MarkdownChunk, int]:
         text = self.text
+        self._chunk_start = position
+        self._failed.clear()
         span = self._repairable_fence_at(position)
         reopen = span.reopen if span is not None and span.reopen is not None else ""
         budget = self.limit - (len(reopen) + 1 if reopen else 0)
@@ -293,13 +377,14 @@ class _Splitter:
             kinds.append(found)
         half = position + budget // 2
         for found in kinds:
-            for cut in reversed(found):
+            for cut in itertools.islice(reversed(found), _MAX_TRIES):
                 if cut < half:
                     break
                 fitted = self._fit(position, cut, first, reopen, strict=True)
                 if fitted is not None:
                     return fitted
-        for cut in sorted({cut for found in kinds for cut in found}, reverse=True):
+        every = sorted({cut for found in kinds for cut in found}, reverse=True)
+        for cut in every[:_MAX_TRIES]:
             fitted = self._fit(position, cut, first, reopen, strict=True)
             if fitted is not None:
                 return fitted
@@ -310,6 +395,8 @@ class _Splitter:
     ) -> tuple[MarkdownChunk, int]:
         for strict, whole_clusters in ((True, True), (True, False), (False, False)):
             for cut in range(window_end, first, -1):
+                if self.text[cut - 1].isspace():
+                    continue  # same chunk as the cut at the start of this whitespace
                 if whole_clusters and self._splits_cluster(cut):
                     continue
                 fitted = self._fit(position, cut, first, reopen, strict=strict)
@@ -340,11 +427,18 @@ class _Splitter:
         and a cut inside a line that leaves a piece looking like a fence line.
         """
         text = self.text
-        end = cut
-        while end > position and text[end - 1].isspace():
-            end -= 1
-        if end <= first:
+        end = self._strip_end(cut, position)
+        if end <= first or end - position > self.limit or (end, strict) in self._failed:
             return None
+        fitted = self._fit_stripped(position, end, reopen, strict=strict)
+        if fitted is None:
+            self._failed.add((end, strict))
+        return fitted
+
+    def _fit_stripped(
+        self, position: int, end: int, reopen: str, *, strict: bool
+    ) -> tuple[MarkdownChunk, int] | None:
+        text = self.text
         span = self._repairable_fence_at(end)
         if strict:
             end = self._take_real_close(end)
@@ -376,7 +470,8 @@ class _Splitter:
             return True
         if line.before is not line.after:
             return False  # inside a fence's own opening or closing line
-        head = self.text[line.start : end]
-        tail_start = self._skip_gap(end)
-        tail = self.text[tail_start : line.end] if tail_start < line.end else ""
-        return parse_fence(head) is None and parse_fence(tail.lstrip()) is None
+        head_start = max(line.start, self._chunk_start)
+        tail_start = min(self._non_space_from(end), line.end)
+        return not self._opens_fence(head_start, end) and not self._opens_fence(
+            tail_start, line.end
+        )
