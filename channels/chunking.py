@@ -53,9 +53,7 @@ _BACKTICK = re.compile(r"`")
 # only text built to defeat every break (e.g. " ~~~" repeated) gets this far.
 _MAX_TRIES = 64
 _NEWLINE = re.compile(r"\n")
-_FENCE_CANDIDATE = re.compile(
-    r"(?m)^(?P<indent>[^\S\n]*)(?P<marker>`{3,}|~{3,})(?P<info>[^\n]*)"
-)
+_FENCE_CANDIDATE = re.compile(r"(?m)^(?P<indent>[^\S\n]*)(?P<marker>`{3,}|~{3,})(?P<info>[^\n]*)")
 _INDENT_MARKER = re.compile(r"[ \t]*(`{3,}|~{3,})")
 
 
@@ -291,15 +289,18 @@ class _Splitter:
             self._stripped[offset] = end
         return max(end, floor)
 
+    def _marker(self, start: int) -> tuple[int, int] | None:
+        """Where the fence marker run starts and ends when `start` begins indent + marker."""
+        if start not in self._marker_at:
+            match = _INDENT_MARKER.match(self.text, start)
+            self._marker_at[start] = (match.start(1), match.end(1)) if match else None
+        return self._marker_at[start]
+
     def _opens_fence(self, start: int, end: int) -> bool:
         """True when the piece `text[start:end]` (within one line) reads as a fence opener."""
         if start >= end:
             return False
-        marker = self._marker_at.get(start, ())
-        if marker == ():
-            match = _INDENT_MARKER.match(self.text, start)
-            marker = (match.start(1), match.end(1)) if match is not None else None
-            self._marker_at[start] = marker
+        marker = self._marker(start)
         if marker is None:
             return False
         marker_start, marker_end = marker
@@ -337,15 +338,13 @@ class _Splitter:
 
     def _next_chunk(self, position: int) -> tuple[MarkdownChunk, int]:
         text = self.text
-        self._chunk_start = position
         self._failed.clear()
-        span = self._repairable_fence_at(position)
-        reopen = span.reopen if span is not None and span.reopen is not None else ""
+        reopen = self._reopen_for(position)
         budget = self.limit - (len(reopen) + 1 if reopen else 0)
-        match = _NON_SPACE.search(text, position)
-        first = match.start() if match is not None else len(text)
+        first = self._non_space_from(position)
         if first - position >= budget // 2:
             position = first  # absurd indentation: drop it rather than fill a chunk with it
+        self._chunk_start = position
         whole = self._fit(position, len(text), first, reopen, strict=True)
         if whole is not None:
             return whole
@@ -426,7 +425,6 @@ class _Splitter:
         Strict mode also refuses the ugly cuts: an empty fence at either end of the chunk,
         and a cut inside a line that leaves a piece looking like a fence line.
         """
-        text = self.text
         end = self._strip_end(cut, position)
         if end <= first or end - position > self.limit or (end, strict) in self._failed:
             return None
@@ -447,13 +445,49 @@ class _Splitter:
                 return None  # would end with a fence opened and still empty
             if not self._clean_inner_cut(end):
                 return None
-        close = span.close if span is not None and span.close is not None else ""
+        close = self._close_for(end, span)
         size = (
             (len(reopen) + 1 if reopen else 0) + (end - position) + (len(close) + 1 if close else 0)
         )
         if size > self.limit:
             return None
         return MarkdownChunk(reopen, text[position:end], close), end
+
+    def _close_for(self, end: int, span: _FenceSpan | None) -> str:
+        """The line that closes what the chunk ending at `end` leaves open, as rendered.
+
+        A cut inside a fence's opening line closes what the piece opened (nothing when the
+        cut splits the marker); inside its closing line, the fence unless the piece closes it.
+        """
+        line = self._line_at(end)
+        if line.before is line.after or self._blank(end, line.end) or line.start >= end:
+            return span.close if span is not None and span.close is not None else ""
+        head_start = max(line.start, self._chunk_start)
+        if line.after is not None:  # inside an opening line
+            if head_start > line.start:  # the chunk reopened this fence already
+                return line.after.close or ""
+            marker = self._marker(head_start)
+            if marker is None or not self._opens_fence(head_start, end):
+                return ""
+            return self.text[marker[0]] * (min(marker[1], end) - marker[0])
+        closing = line.before
+        assert closing is not None
+        inside = closing.reopen is not None or closing.open_start >= self._chunk_start
+        if not inside or self._breaks_out(head_start, end, closing):
+            return ""
+        return closing.close or ""
+
+    def _reopen_for(self, position: int) -> str:
+        """The fence line that starts a chunk at `position`, so it renders as the text does."""
+        line = self._line_at(position)
+        if position > line.start and line.before is not None and line.after is None:
+            # Inside a closing line: reopen only if the rest of it does the closing.
+            closing = line.before
+            if closing.reopen is not None and self._breaks_out(position, line.end, closing):
+                return closing.reopen
+            return ""
+        span = self._repairable_fence_at(position)
+        return span.reopen if span is not None and span.reopen is not None else ""
 
     def _take_real_close(self, end: int) -> int:
         """Past the fence's own closing line when only whitespace is left before it."""
@@ -470,8 +504,26 @@ class _Splitter:
             return True
         if line.before is not line.after:
             return False  # inside a fence's own opening or closing line
+        span = line.before  # a line inside a fence is its content: pieces must not close it
+        head_inside = span is not None and (
+            span.reopen is not None or span.open_start >= self._chunk_start
+        )
+        tail_inside = span is not None and span.reopen is not None
         head_start = max(line.start, self._chunk_start)
         tail_start = min(self._non_space_from(end), line.end)
-        return not self._opens_fence(head_start, end) and not self._opens_fence(
-            tail_start, line.end
+        return not self._breaks_out(head_start, end, span if head_inside else None) and not (
+            self._breaks_out(tail_start, line.end, span if tail_inside else None)
+        )
+
+    def _breaks_out(self, start: int, end: int, inside: _FenceSpan | None) -> bool:
+        """True when a piece of a line, shown on its own line, would open a fence (outside
+        one) or close the fence it stands in."""
+        if inside is None:
+            return self._opens_fence(start, end)
+        marker = self._marker(start)
+        if marker is None or self.text[marker[0]] != inside.fence.char:
+            return False
+        marker_start, marker_end = marker
+        return min(marker_end, end) - marker_start >= inside.fence.length and (
+            end <= marker_end or self._blank(marker_end, end)
         )
