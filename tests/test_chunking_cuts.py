@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from channels.chunking import split_markdown, split_markdown_chunks
+from channels.chunking import split_markdown_chunks
 from tests.test_chunking import assert_well_formed, fence_openers, open_fence_after, repairable
 
 
@@ -75,5 +75,7 @@ def test_cuts_inside_a_long_opening_or_closing_line_stay_balanced(
     text = f"Intro.\n~~~{info}\n{body}\n{closer}\nAfter ~~~ the end."
     chunks = split_markdown_chunks(text, limit)
     assert_well_formed(text, chunks, limit)
+    if not all(repairable(opener, limit) for opener in fence_openers(text)):
+        return  # a marker too long to repeat within the limit is cut like prose (documented)
     for chunk in chunks:
         assert open_fence_after(chunk.text) is None, (chunk, [c.text for c in chunks])
