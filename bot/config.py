@@ -26,6 +26,8 @@ from pydantic import (
     model_validator,
 )
 
+from bot.config_shape import MAX_NESTING, deeper_than, too_deep
+
 EXIT_CONFIG = 78
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
@@ -408,30 +410,6 @@ def _describe(error: Mapping[str, Any]) -> str:
     return f"{where}: {message}" if where else message
 
 
-MAX_NESTING = 32
-"""Deepest nesting of mappings and lists a config file may have (Perch's own keys use 5)."""
-
-
-def _too_deep(path: Path) -> str:
-    return (
-        f"{path}: nested more than {MAX_NESTING} levels deep, which no Perch key is; "
-        "compare its indentation with the shipped config.yaml"
-    )
-
-
-def _deeper_than(tree: object, limit: int) -> bool:
-    """True when `tree` nests mappings/lists more than `limit` levels (no recursion)."""
-    stack: list[tuple[object, int]] = [(tree, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict | list):
-            if depth >= limit:
-                return True
-            children = node.values() if isinstance(node, dict) else node
-            stack.extend((child, depth + 1) for child in children)
-    return False
-
-
 def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
     """Read, interpolate and validate a config file, or raise one readable `ConfigError`."""
     path = Path(path)
@@ -453,7 +431,7 @@ def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
     try:
         raw = yaml.safe_load(text)
     except RecursionError:
-        raise ConfigError(_too_deep(path)) from None
+        raise ConfigError(too_deep(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -463,8 +441,8 @@ def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections (agent:, ...)")
-    if _deeper_than(raw, MAX_NESTING):
-        raise ConfigError(_too_deep(path))
+    if deeper_than(raw, MAX_NESTING):
+        raise ConfigError(too_deep(path))
     try:
         data = interpolate(raw, env)
     except ConfigError as exc:
