@@ -252,6 +252,8 @@ class _Splitter(FenceIndex):
                 return None  # would end with a fence opened and still empty
             if not self._clean_inner_cut(end):
                 return None
+        elif self._tail_closes_reopened_fence(end):
+            return None
         close = self._close_for(end, span)
         size = (
             (len(reopen) + 1 if reopen else 0) + (end - position) + (len(close) + 1 if close else 0)
@@ -283,6 +285,16 @@ class _Splitter(FenceIndex):
         if not inside or self._breaks_out(head_start, end, closing):
             return ""
         return closing.close or ""
+
+    def _tail_closes_reopened_fence(self, end: int) -> bool:
+        """True for a cut inside an opening line whose rest would close the fence reopened
+        before it (`~~~ info ~~~` cut before the last `~~~`)."""
+        line = self._line_at(end)
+        opened = line.after
+        if opened is None or line.before is not None or opened.reopen is None:
+            return False
+        tail_start = self._non_space_from(end)
+        return tail_start < line.end and self._breaks_out(tail_start, line.end, opened)
 
     def _reopen_for(self, position: int) -> str:
         """The fence line that starts a chunk at `position`, so it renders as the text does."""

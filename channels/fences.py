@@ -113,18 +113,25 @@ class FenceIndex:
         self.starts = [0, *(m.end() for m in _NEWLINE.finditer(text))]
         self.spans: list[FenceSpan] = []
         self.span_lines: list[tuple[int, int]] = []  # (opening line, closing line or -1)
+        room = self.limit // 2  # fence lines repeated at a cut take at most half a chunk
         current: FenceSpan | None = None
-        opened = 0
+        opened = line = counted = 0  # `line` is the line number of offset `counted`
         for match in _FENCE_CANDIDATE.finditer(text):
             marker, info = match["marker"], match["info"]
             if current is None:
                 if match["indent"].strip(" \t") or (marker[0] == "`" and "`" in info):
                     continue
-                raw = match.group(0)
-                fence = Fence(match["indent"], marker[0], len(marker), info.strip())
-                current = FenceSpan(fence, match.start(), match.end())
-                self._plan_repair(current, raw.rstrip("\r"))
-                opened = bisect_right(self.starts, match.start()) - 1
+                indent = match["indent"]
+                current = FenceSpan(
+                    Fence(indent, marker[0], len(marker), info.strip()), match.start(), match.end()
+                )
+                reopen = match.group(0).rstrip()
+                if len(reopen) + len(indent) + len(marker) + 2 <= room:
+                    current.reopen, current.close = reopen, indent + marker
+                elif 2 * len(marker) + 2 <= room:
+                    current.reopen = current.close = marker
+                line += text.count("\n", counted, match.start())
+                opened, counted = line, match.start()
             elif (
                 marker[0] == current.fence.char
                 and len(marker) >= current.fence.length
@@ -132,23 +139,15 @@ class FenceIndex:
             ):
                 current.close_start = match.start()
                 current.close_end = match.end() - (len(info) - len(info.rstrip()))
+                line += text.count("\n", counted, match.start())
+                counted = match.start()
                 self.spans.append(current)
-                self.span_lines.append((opened, bisect_right(self.starts, match.start()) - 1))
+                self.span_lines.append((opened, line))
                 current = None
         if current is not None:
             self.spans.append(current)
             self.span_lines.append((opened, len(self.starts)))
         self.span_openers = [opening for opening, _ in self.span_lines]
-
-    def _plan_repair(self, span: FenceSpan, opening_line: str) -> None:
-        room = self.limit // 2
-        fence = span.fence
-        reopen = opening_line.rstrip()
-        close = fence.indent + fence.marker
-        if len(reopen) + len(close) + 2 <= room:
-            span.reopen, span.close = reopen, close
-        elif 2 * fence.length + 2 <= room:
-            span.reopen, span.close = fence.marker, fence.marker
 
     def _line_at(self, offset: int) -> Line:
         index = bisect_right(self.starts, offset) - 1
