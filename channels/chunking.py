@@ -117,6 +117,17 @@ def split_markdown_chunks(text: str, limit: int = 4000) -> list[MarkdownChunk]:
     return _Splitter(text, limit).run()
 
 
+def _open_after(chunk: str) -> Fence | None:
+    """The fence a chunk leaves open when rendered on its own (None: all closed)."""
+    fence: Fence | None = None
+    for line in chunk.split("\n"):
+        if fence is None:
+            fence = parse_fence(line)
+        elif fence.closes(line):
+            fence = None
+    return fence
+
+
 class _Splitter(FenceIndex):
     """One split of one text: greedy chunking from the front over its `FenceIndex`."""
 
@@ -146,6 +157,8 @@ class _Splitter(FenceIndex):
     def _next_chunk(self, position: int) -> tuple[MarkdownChunk, int]:
         text = self.text
         self._failed.clear()
+        self._rendered_checks = 0
+        self._start_unchecked = not self._last_strict
         reopen = self._reopen_for(position)
         budget = self.limit - (len(reopen) + 1 if reopen else 0)
         first = self._non_space_from(position)
@@ -199,16 +212,23 @@ class _Splitter(FenceIndex):
     def _hard_cut(
         self, position: int, first: int, window_end: int, reopen: str
     ) -> tuple[MarkdownChunk, int]:
-        for strict, whole_clusters in ((True, True), (True, False), (False, False)):
+        line = self._line_at(first)
+        # Inside one fence opening or closing line no strict cut exists: go straight to the
+        # last resort instead of trying every offset twice.
+        strict_possible = line.before is line.after or window_end > line.end
+        tiers = ((True, True), (True, False)) if strict_possible else ()
+        for strict, whole_clusters in (*tiers, (False, False)):
+            self._skip_to = window_end
             for cut in range(window_end, first, -1):
-                if self.text[cut - 1].isspace():
-                    continue  # same chunk as the cut at the start of this whitespace
+                if cut > self._skip_to or self.text[cut - 1].isspace():
+                    continue  # too long once closed, or the same chunk as a cut before it
                 if whole_clusters and self._splits_cluster(cut):
                     continue
                 fitted = self._fit(position, cut, first, reopen, strict=strict)
                 if fitted is not None:
                     return fitted
         # Unreachable for limit >= 1 (one character always fits); kept as a safe floor.
+        self._last_strict = False
         return MarkdownChunk("", self.text[first : first + 1], ""), first + 1
 
     def _splits_cluster(self, cut: int) -> bool:
@@ -260,6 +280,22 @@ class _Splitter(FenceIndex):
         )
         if size > self.limit:
             return None
+        if not strict or self._start_unchecked:
+            # A last-resort cut, or a chunk starting right after one: judge the chunk as it
+            # renders and close what it leaves open.
+            if self._rendered_checks >= _MAX_TRIES:
+                return None
+            self._rendered_checks += 1
+            body = text[position:end]
+            still_open = _open_after(f"{reopen}\n{body}" if reopen else body)
+            close = still_open.char * still_open.length if still_open is not None else ""
+            over = len(reopen) + len(body) + len(close) + bool(reopen) + bool(close) - self.limit
+            if over > 0:
+                # The body must shrink; by at least half the excess, as a piece's own close
+                # shrinks with it at most one for one.
+                self._skip_to = end - max(1, over // 2)
+                return None
+        self._last_strict = strict
         return MarkdownChunk(reopen, text[position:end], close), end
 
     def _close_for(self, end: int, span: FenceSpan | None) -> str:

@@ -102,6 +102,10 @@ class FenceIndex:
         self._next_non_space: dict[int, int] = {}
         self._marker_at: dict[int, tuple[int, int] | None] = {}
         self._failed: set[tuple[int, bool]] = set()
+        self._rendered_checks = 0  # last-resort cuts checked as rendered, this chunk
+        self._last_strict = True  # how the previous chunk's cut was chosen
+        self._start_unchecked = False  # this chunk starts after a last-resort cut
+        self._skip_to = 0  # hard cuts above this offset can't fit once closed
 
     def _index_fences(self) -> None:
         """Line starts, and every fence with the lines it opens and closes on.
