@@ -4,16 +4,17 @@
 `active_hours`, with a HEARTBEAT.md that has no real content, or while the heartbeat session
 (or the target chat) is busy it returns without a model call; the next tick tries again.
 Otherwise it runs a turn in `agent:<id>:heartbeat` (history trimmed to the last few
-heartbeat runs, so it never grows) and delivers the reply to `heartbeat.target` unless it is
-NO_REPLY or HEARTBEAT_OK with at most 300 characters left. `resolve_target` also serves cron
+heartbeat runs, so it never grows) and delivers the reply to `heartbeat.target` through
+`bot.delivery.send_reply(kind="heartbeat")`, which drops NO_REPLY and HEARTBEAT_OK with at
+most 300 characters left. `resolve_target` also serves cron
 jobs: where `owner`, `last`, `none` or an explicit chat point right now.
 
 Decisions: an active-hours window `HH:MM-HH:MM` includes its start and excludes its end;
 start == end means all day; a window whose end is before its start wraps midnight.
 HTML comments are removed before the checklist is shown to the model (the shipped template
-keeps its examples in comments). `owner` is the first non-`*` id in `allow_from` of telegram,
-slack, signal (in that order) among the running channels, as a DM; the console when it is
-the only channel. A target that cannot be resolved skips the heartbeat with a warning.
+keeps its examples in comments). `owner` is `bot.owner.resolve_owner`: the first owner id
+of the running channels in registry order, as a DM (the console's user counts too). A
+target that cannot be resolved skips the heartbeat with a warning.
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from agents.sanitize import is_silent, sanitize_output, strip_heartbeat_ok, strip_silent_token
-from bot.config import ChannelPolicy, Config, HeartbeatTarget
+from bot.config import Config, HeartbeatTarget
+from bot.delivery import DeliveryError, send_reply
 from bot.gateway import Gateway
+from bot.owner import resolve_owner
 from bot.routing import decode_chat, parse_target
 from bot.sessions import SessionKey
 from bot.store import Store
-from channels.base import Channel, ChatRef, Outbound
+from channels.base import Channel, ChatRef
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +46,6 @@ HeartbeatOutcome = Literal[
 Clock = Callable[[], datetime]
 
 HEARTBEAT_FILE = "HEARTBEAT.md"
-MAX_OK_REST = 300  # chars that may accompany HEARTBEAT_OK and still be dropped
 KEEP_RUNS = 3  # heartbeat runs kept in the heartbeat session's history
 MAX_CHECKLIST_CHARS = 20_000
 
@@ -131,37 +132,15 @@ class TargetError(Exception):
     """A delivery target that points nowhere right now; the message says how to fix it."""
 
 
-def _account(channel: Channel) -> str:
-    account = getattr(channel, "account", None)
-    if isinstance(account, str):
-        return account
-    chat = getattr(channel, "chat", None)
-    return chat.account if isinstance(chat, ChatRef) else ""
-
-
 def _owner(config: Config, channels: Mapping[str, Channel]) -> ChatRef:
-    policies: tuple[tuple[str, ChannelPolicy], ...] = (
-        ("telegram", config.channels.telegram),
-        ("slack", config.channels.slack),
-        ("signal", config.channels.signal),
-    )
-    for name, policy in policies:
-        if name not in channels:
-            continue
-        ids = [i for i in policy.allow_from if i != "*"]
-        if ids:
-            return ChatRef(name, _account(channels[name]), "dm", ids[0])
-    if set(channels) == {"console"}:
-        console = channels["console"]
-        chat = getattr(console, "chat", None)
-        if isinstance(chat, ChatRef):
-            return chat
-        return ChatRef("console", _account(console), "dm", config.channels.console.user)
-    raise TargetError(
-        "there is no owner to deliver to: put your own user id first in allow_from of an "
-        "enabled channel (e.g. channels.telegram.allow_from), or set heartbeat.target / "
-        "the job's deliver_to to a chat"
-    )
+    chat = resolve_owner(config, channels)
+    if chat is None:
+        raise TargetError(
+            "there is no owner to deliver to: put your own user id first in allow_from of an "
+            "enabled channel (channels.<name>.allow_from), or set heartbeat.target / "
+            "the job's deliver_to to a chat"
+        )
+    return chat
 
 
 async def _last(store: Store, channels: Mapping[str, Channel]) -> ChatRef:
@@ -184,7 +163,7 @@ async def resolve_target(
     store: Store,
 ) -> ChatRef | None:
     """The chat `target` points to now; None for `none`. TargetError when there is none."""
-    accounts = {name: _account(channel) for name, channel in channels.items()}
+    accounts = {name: channel.account for name, channel in channels.items()}
     chat: ChatRef | None
     if isinstance(target, HeartbeatTarget):
         try:
@@ -313,19 +292,15 @@ class Heartbeat:
             return "error"
         if result.status == "cancelled":
             return "cancelled"
-        if is_silent(result.text):
+        if chat is None:
             return "silent"
-        suppress, rest = strip_heartbeat_ok(
-            strip_silent_token(sanitize_output(result.text)), MAX_OK_REST
-        )
-        if suppress or not rest.strip() or chat is None:
-            return "silent"
-        channel = gateway.channels[chat.channel]
         try:
-            await channel.send(Outbound(chat, rest))
-        except Exception as exc:
-            log.error("heartbeat: sending to %s failed: %s", chat.channel, exc)
+            sent = await send_reply(gateway.channels, chat, result.text, kind="heartbeat")
+        except DeliveryError as exc:
+            log.error("heartbeat: %s", exc)
             return "error"
+        if not sent:
+            return "silent"
         log.info("heartbeat: message sent to %s %s", chat.channel, chat.chat_id)
         return "delivered"
 

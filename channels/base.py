@@ -3,10 +3,13 @@
 Adapters in `channels/` turn platform events into `Inbound` and deliver `Outbound`. They know
 nothing of sessions, agents or policy: the gateway in `bot/` builds the session key from the
 `ChatRef` fields (channel, account, chat kind, chat id, thread id) and decides what to answer.
+How an adapter is found, configured and built is the plug-in seam: `channels.plugin` and
+`channels.registry`.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -100,11 +103,16 @@ class ChannelStatus:
 class ReplyStream(Protocol):
     """A reply being written while the model streams.
 
-    Platforms that can edit messages show one preview message and edit it (at most about
-    once a second); others send only the final text. `finish` delivers the final text
-    (chunked as needed, in place of the preview where possible); `abort` leaves whatever
-    was already shown and sends nothing more.
+    Platforms that can edit messages show one preview message and edit it (at most once
+    per `interval` seconds); others send only the final text and say `interval = math.inf`,
+    so the daemon prepares no preview for them. The daemon hands `update` only text that is
+    already cleaned for the user (see `bot.delivery`). `finish` delivers the final text
+    (chunked as needed, in place of the preview where possible; empty text deletes the
+    preview where the platform can); `abort` leaves whatever was already shown and sends
+    nothing more.
     """
+
+    interval: float
 
     async def update(self, text: str) -> None: ...
 
@@ -115,9 +123,16 @@ class ReplyStream(Protocol):
 
 @runtime_checkable
 class Channel(Protocol):
-    """A platform adapter. `start` connects and returns once receiving is running."""
+    """A platform adapter. `start` connects and returns once receiving is running.
+
+    `account` is the bot's own id on the platform (Telegram bot id, Slack team id, Signal
+    number, "local" for the console): the account part of every `ChatRef` it makes.
+    """
 
     name: str
+
+    @property
+    def account(self) -> str: ...
 
     async def start(self, on_message: InboundHandler) -> None: ...
 
@@ -134,6 +149,8 @@ class Channel(Protocol):
 
 class FinalOnlyStream:
     """A `ReplyStream` for platforms without edits: only the final text is sent."""
+
+    interval = math.inf  # no preview to prepare
 
     def __init__(self, send: Callable[[Outbound], Awaitable[None]], chat: ChatRef) -> None:
         self._send = send

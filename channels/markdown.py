@@ -1,8 +1,8 @@
 """Claude's Markdown read into blocks and inline spans: the one reader every renderer shares.
 
 Owns the block reader (paragraphs, headings, code, quotes, lists, tables, rules); the inline
-parser (emphasis by CommonMark's flanking rules, code spans, links) lives in
-`channels.markdown_inline` and is re-exported here. Pure; renders nothing.
+parser (emphasis, code spans, links) is `channels.markdown_inline`, re-exported here so
+renderers import everything from this module. Pure; renders nothing.
 
 What is understood: paragraphs, `**bold**`/`__bold__`, `*italic*`/`_italic_`, `~~strike~~`,
 `` `code` `` (any number of backticks), fenced code blocks with a language, `[text](url)`,
@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from channels.chunking import parse_fence
 from channels.markdown_inline import (
-    RULE_TEXT,
     SAFE_LINK,
     Code,
     Emphasis,
@@ -58,6 +57,8 @@ __all__ = [
 ]
 
 _MAX_QUOTE_DEPTH = 8
+RULE_TEXT = "———"  # what every renderer shows for a horizontal rule
+# the link schemes renderers may make clickable
 
 _HEADING = re.compile(r"[ \t]{0,3}(#{1,6})(?:[ \t]+(.*))?")
 _HEADING_CLOSE = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")

@@ -1,8 +1,10 @@
-"""Claude's Markdown inline spans: emphasis, code spans, links, Slack tokens. Pure.
+"""Claude's Markdown inline spans: emphasis, code spans, links, Slack tokens, bare URLs.
 
-Owns `parse_inline` (emphasis by CommonMark's flanking rules, plus one rule of ours: a `*`
-run inside a word is literal like `_` is), `plain_text` and `link_label`. The block reader in
-`channels.markdown` re-exports these names; renderers import them from there.
+Owns `parse_inline` (emphasis by CommonMark's flanking rules plus one rule of ours: a `*` run
+inside a word is literal like `_` is; code spans with any number of backticks; links, autolinks
+and images as links; backslash escapes) and the helpers renderers use on its output
+(`plain_text`, `link_label`). Pure; renders nothing. `channels.markdown` reads blocks and
+re-exports these names, so renderers import from one place.
 """
 
 from __future__ import annotations
@@ -15,8 +17,6 @@ from dataclasses import dataclass, field
 
 _MAX_EMPHASIS_DEPTH = 16
 _MAX_LINK_TEXT = 1000
-RULE_TEXT = "———"  # what every renderer shows for a horizontal rule
-# the link schemes renderers may make clickable
 SAFE_LINK = re.compile(r"(?:https?://|mailto:|tg://)[^\s]+", re.IGNORECASE)
 _ESCAPABLE = frozenset(string.punctuation)
 
@@ -32,6 +32,9 @@ _LINK_TAIL = re.compile(
     r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?\s*\)"
 )
 _BACKTICKS = re.compile(r"`+")
+
+
+# -- inline spans --
 
 
 @dataclass(slots=True)
