@@ -7,14 +7,17 @@ before the not-before time" is read from its timestamps, never from sleeps.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from telegram.error import RetryAfter
 
 from channels.base import ChatRef, Outbound
 from channels.formatting import render_telegram_html
 from channels.telegram.adapter import TelegramChannel, TelegramDeliveryError, TelegramOptions
+from channels.telegram.flood import FloodControl
 from tests.fakes.telegram import BOT_ID, Call, FakeTelegram
 from tests.waiting import eventually
 
@@ -144,6 +147,43 @@ async def test_a_flood_wait_too_long_to_sit_out_fails_the_next_send_at_once(
     with pytest.raises(TelegramDeliveryError, match=r"chat 42: Telegram's flood limit asks"):
         await channel.send(Outbound(CHAT, "later"))
     assert tg.calls("sendMessage", ok_only=False) == []
+
+
+async def test_a_flood_wait_on_a_call_without_a_chat_holds_every_chat() -> None:
+    control = FloodControl()
+    started: list[float] = []
+
+    async def flooded() -> bool:
+        raise RetryAfter(1)
+
+    async def accepted() -> bool:
+        started.append(time.monotonic())
+        return True
+
+    with pytest.raises(RetryAfter):
+        await control.process_request(flooded, (), {}, "getMe", {}, None)
+    held_until = control.not_before(None)
+    assert control.limited(1) and control.limited("-100200")
+    await control.process_request(accepted, (), {}, "sendMessage", {"chat_id": 1}, None)
+    assert started[0] >= held_until
+
+
+async def test_calls_are_paced_to_telegrams_thirty_a_second(tg: FakeTelegram) -> None:
+    async def ignore(_: object) -> None:
+        return None
+
+    settings: dict[str, Any] = {"token": tg.token, "base_url": tg.base_url, "chunk_limit": 10}
+    paced = TelegramChannel(TelegramOptions(**settings))
+    await paced.start(ignore)
+    try:
+        text = "\n\n".join(f"part {i:02d}" for i in range(31))
+        await paced.send(Outbound(CHAT, text))
+    finally:
+        await paced.stop()
+    sends = tg.calls("sendMessage")
+    assert len(sends) == 31
+    # The 31st call waits for the first to be a second old (less the first call's own trip).
+    assert sends[30].at - sends[0].at >= 0.9
 
 
 # -- outages in the log --------------------------------------------------------------------------
