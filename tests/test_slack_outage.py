@@ -12,7 +12,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.fakes.slack import FakeSlack
+from channels.base import ChatRef, Outbound
+from channels.slack.adapter import SlackDeliveryError
+from tests.fakes.slack import TEAM_ID, FakeSlack
 from tests.test_slack import message, running
 from tests.waiting import eventually
 
@@ -79,3 +81,21 @@ async def test_a_cut_while_slack_is_unreachable_keeps_retrying_until_it_returns(
         await eventually(lambda: channel.status().up)
     assert all(r.exc_info is None for r in caplog.records)
     assert all("\n" not in r.getMessage() for r in caplog.records)
+
+
+async def test_a_502_page_on_send_says_slack_is_failing_for_now_in_one_line_each(
+    fake: FakeSlack, caplog: pytest.LogCaptureFixture
+) -> None:
+    page = "<html><body><h1>502 Bad Gateway</h1>\n<p>upstream</p></body></html>"
+    async with running(fake) as (channel, _inbox):
+        caplog.set_level(logging.DEBUG, logger="channels.slack")
+        for _ in range(3):  # the first try and the SDK's two retries of a server error
+            fake.fail_next("chat.postMessage", 502, retry_after=None, page=page)
+        with pytest.raises(SlackDeliveryError) as raised:
+            await channel.send(Outbound(ChatRef("slack", TEAM_ID, "dm", "D100"), "hello"))
+    assert str(raised.value) == (
+        "Slack chat.postMessage to D100 failed: Slack is failing for now "
+        "(HTTP 502, still after retries); try again later"
+    )
+    assert all(r.exc_info is None for r in caplog.records)
+    assert not any("<html" in r.getMessage() for r in caplog.records)

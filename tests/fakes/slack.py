@@ -49,6 +49,7 @@ class _Failure:
     error: str
     retry_after: float | None
     disconnect: bool
+    page: str | None = None
 
 
 @dataclass
@@ -114,11 +115,13 @@ class FakeSlack:
         error: str = "ratelimited",
         *,
         disconnect: bool = False,
+        page: str | None = None,
     ) -> None:
         """The next call to `method` fails: HTTP `status` with `{"ok": false, "error"}` (and
-        Retry-After when given), or, with `disconnect=True`, the connection is cut."""
+        Retry-After when given), with the HTML `page` instead of JSON when given, or, with
+        `disconnect=True`, the connection is cut."""
         self._failures.setdefault(method, []).append(
-            _Failure(status, error, retry_after, disconnect)
+            _Failure(status, error, retry_after, disconnect, page)
         )
 
     def hold(self, channel: str) -> asyncio.Event:
@@ -236,6 +239,10 @@ class FakeSlack:
                 assert request.transport is not None
                 request.transport.abort()
                 return web.Response(status=500)
+            if failure.page is not None:
+                return web.Response(
+                    status=failure.status, text=failure.page, content_type="text/html"
+                )
             headers = {}
             if failure.retry_after is not None:
                 headers["Retry-After"] = str(failure.retry_after)
