@@ -42,7 +42,7 @@ class TelegramReplyStream:
         self._sender = sender
         self._spawn = spawn
         self._chat = chat
-        self._interval = interval
+        self.interval = interval
         self._limit = limit
         self._latest = ""
         self._shown = ""
@@ -108,7 +108,7 @@ class TelegramReplyStream:
             if text != self._shown:
                 await self._show(text)
             not_before = self._sender.flood.not_before(self._chat.chat_id)
-            delay = max(self._interval, not_before - time.monotonic())
+            delay = max(self.interval, not_before - time.monotonic())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closed.wait(), delay)
             if self._closed.is_set():
