@@ -251,3 +251,25 @@ async def test_a_502_page_on_polling_logs_one_down_line_and_one_up_line(
         "telegram down: polling failed (Bad Gateway (HTTP 502)); retrying"
     ]
     assert channel.status().detail.startswith("polling as @")
+
+
+async def test_a_502_page_at_start_shows_in_the_status_and_log_as_one_short_line(
+    tg: FakeTelegram, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def ignore(_: object) -> None:
+        return None
+
+    caplog.set_level(logging.DEBUG)
+    tg.fail_next("getMe", 502, times=2, html=BAD_GATEWAY_PAGE)
+    settings: dict[str, Any] = {"token": tg.token, "base_url": tg.base_url, "poll_timeout": 1}
+    starting = TelegramChannel(TelegramOptions(reconnect_delay=0.05, **settings))
+    await starting.start(ignore)
+    try:
+        await eventually(lambda: starting.status().up)
+    finally:
+        await starting.stop()
+    lines = telegram_lines(caplog)
+    assert_concise(lines)
+    assert [r.getMessage().split(";")[0] for r in lines] == [
+        f"telegram down: cannot reach the Bot API at {tg.base_url} (Bad Gateway (HTTP 502))"
+    ]

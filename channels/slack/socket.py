@@ -38,6 +38,7 @@ async def open_socket(client: SocketModeClient, timeout: float) -> None:
     """A fresh websocket URL, then a connection: errors surface (bounded by `timeout`)
     instead of being retried forever inside the SDK."""
     client.wss_uri = await client.issue_new_wss_url()
+    client.last_ping_pong_time = None  # the old socket's pongs say nothing about the new one
     # Not wait_for: on Python 3.11 it swallows a cancel (our stop()) that comes as the
     # connection completes.
     async with asyncio.timeout(timeout):
