@@ -27,8 +27,11 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
+from bot.config_shape import MAX_NESTING, deeper_than, too_deep
+from bot.mcp_config import McpConfig
 from bot.secret_refs import expand_secret_refs
 from channels.options import ChannelPolicy as ChannelPolicy  # re-exported: the access rules
 from channels.registry import ChannelsConfig, default_channels, validate_channels
@@ -108,6 +111,15 @@ class ExecConfig(_Model):
     memory_mb: int = Field(2048, ge=0)
     max_processes: int = Field(1024, ge=0)
     max_file_mb: int = Field(1024, ge=0)
+
+    @model_validator(mode="after")
+    def _timeout_within_max(self) -> ExecConfig:
+        if self.timeout_s > self.max_timeout_s:
+            raise ValueError(
+                f"timeout_s ({self.timeout_s:g}) is above max_timeout_s ({self.max_timeout_s:g}); "
+                "lower timeout_s or raise max_timeout_s"
+            )
+        return self
 
 
 class WebFetchConfig(_Model):
@@ -201,6 +213,22 @@ class HeartbeatConfig(_Model):
     timezone: str | None = None
     target: Literal["owner", "last", "none"] | HeartbeatTarget = "owner"
 
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target(cls, value: object) -> object:
+        """One message in the user's terms instead of one per member of the union."""
+        usage = "owner, last, none, or {channel: <channel>, to: <chat id>}"
+        if value in ("owner", "last", "none") or isinstance(value, HeartbeatTarget):
+            return value
+        if not isinstance(value, dict):
+            raise ValueError(f"must be {usage}, got {value!r}")
+        missing = [key for key in ("channel", "to") if key not in value]
+        unknown = [str(key) for key in value if key not in ("channel", "to")]
+        if missing or unknown:
+            problem = f"lacks {' and '.join(missing)}" if missing else f"has {', '.join(unknown)}"
+            raise ValueError(f"the target mapping {problem}; write {usage}")
+        return {key: str(item) for key, item in value.items()}
+
     @field_validator("active_hours")
     @classmethod
     def _hours(cls, value: str | None) -> str | None:
@@ -232,6 +260,7 @@ class Config(_Model):
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     channels: ChannelsConfig = Field(default_factory=default_channels)
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
     # Where the file was read from; relative paths in it are resolved against its folder.
     source: Path | None = Field(None, exclude=True)
@@ -299,6 +328,8 @@ def _describe(error: Mapping[str, Any]) -> str:
         "input" in error
         and error["type"] not in ("missing",)
         and not isinstance(error["input"], dict | list)
+        and repr(error["input"]) not in message
+        and f"({error['input']})" not in message
     ):
         message += f" (got {error['input']!r})"
     return f"{where}: {message}" if where else message
@@ -310,6 +341,12 @@ def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
     env = dict(os.environ) if env is None else env
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} on line {line}); "
+            "save the file as UTF-8"
+        ) from None
     except FileNotFoundError:
         raise ConfigError(
             f"{path}: no such file; copy the shipped config.yaml there or pass --config PATH"
@@ -318,6 +355,8 @@ def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
         raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
     try:
         raw = yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(too_deep(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -327,6 +366,8 @@ def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections (agent:, ...)")
+    if deeper_than(raw, MAX_NESTING):
+        raise ConfigError(too_deep(path))
     try:
         data = interpolate(raw, env)
     except ConfigError as exc:

@@ -39,6 +39,7 @@ from bot.config import Config
 from bot.gateway import Gateway
 from bot.hardening import make_undumpable
 from bot.instances import InstanceBeacon
+from bot.mcp_host import McpHost
 from bot.message_targets import ChatMessenger
 from bot.owner import policies
 from bot.scheduler import Scheduler
@@ -76,6 +77,7 @@ class Daemon:
         self.cluster: Cluster | None = None
         self._opened: dict[str, Channel] = {}  # channels whose start() was called
         self._step = "starting"
+        self.mcp = McpHost(config)
 
     async def start(self) -> None:
         """Build and start everything; on any failure close what was opened, then raise
@@ -132,6 +134,7 @@ class Daemon:
         self.tools = build_tools(
             config,
             [SpawnTool(self.subagents), MessageTool(messenger), CronTool(self.scheduler)],
+            self.mcp.start(),
         )
         self.subagents.use_tools(self.tools)
         runner = TurnRunner(config, self.store, agent_loop, prompts, self.tools, self.channels)
@@ -235,6 +238,7 @@ class Daemon:
         for part, close in (
             ("cluster", self.cluster.close if self.cluster else None),
             ("scheduler", self.scheduler.stop if self.scheduler else None),
+            ("mcp servers", self.mcp.stop),
             ("sub-agents", self.subagents.aclose if self.subagents else None),
             ("announcer", self.announcer.aclose if self.announcer else None),
             ("upkeep", self.upkeep.stop if self.upkeep else None),
@@ -279,6 +283,7 @@ class Daemon:
             "leads": sorted(self.cluster.leading) if self.cluster else [],
             **gateway,
             **(self.scheduler.status() if self.scheduler else {}),
+            **self.mcp.status(),
         }
 
     def write_status(self) -> None:
