@@ -1,7 +1,7 @@
 """Several `perch run` instances on one shared store (PostgreSQL): who receives what.
 
-Most channels receive on every instance (a webhook behind a load balancer, Slack's Socket
-Mode: the platform hands each event to one connection; the inbox drops a message id seen
+Most channels receive on every instance (a webhook behind a load balancer, or a socket
+where the platform hands each event to one connection; the inbox drops a message id seen
 before). A channel whose plug-in says its mode needs a single receiver (a long poll, a
 receive socket: `ChannelPlugin.single_receiver`) runs only on the instance that leads it
 (`Store.leadership("channel:<key>")`, an advisory lock that goes with the leader's

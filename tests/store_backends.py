@@ -9,6 +9,7 @@ store of each kind: a new SQLite file, or a new database on that server.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -89,6 +90,14 @@ def _unprivileged_user() -> str:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer | None]:
     """A PostgreSQL server for this test session only; None without the binaries."""
+    with throwaway_postgres() as server:
+        yield server
+
+
+@contextlib.contextmanager
+def throwaway_postgres() -> Iterator[PostgresServer | None]:
+    """A PostgreSQL server in a temp dir until the block ends; None without the binaries
+    (the benchmarks use it too)."""
     bin_dir = _bin_dir()
     if bin_dir is None:
         yield None

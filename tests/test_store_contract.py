@@ -765,3 +765,32 @@ async def test_leadership_is_held_by_one_store_at_a_time(backend: Backend) -> No
     finally:
         await two.close()
         await one.close()
+
+
+async def test_stop_requests_reach_the_other_handles_only(backend: Backend) -> None:
+    one = await backend.open()
+    two = await backend.open()
+    try:
+        await one.hold_instance()
+        if one.shared:
+            await two.hold_instance()
+        else:
+            two.holder = "other"  # type: ignore[attr-defined]
+        start, seen = await two.stops_after(None)  # where to start: nothing before counts
+        assert seen == []
+        await one.stop_publish("agent:main:dm:x", False)
+        await one.stop_publish("agent:main:dm:y", True)
+        after, seen = await two.stops_after(start)
+        assert seen == [("agent:main:dm:x", False), ("agent:main:dm:y", True)]
+        assert await two.stops_after(after) == (after, [])
+        assert (await one.stops_after(start))[1] == []  # its own requests are not for it
+        assert await one.claim("session:agent:main:dm:x")
+        assert await two.claim_holders("session:agent:main:dm:x") == [await _holder(one)]
+        assert await one.claim_holders("session:agent:main:dm:x") == []
+    finally:
+        await two.close()
+        await one.close()
+
+
+async def _holder(store: Store) -> str:
+    return str(store.holder)  # type: ignore[attr-defined]
