@@ -94,7 +94,11 @@ class Cluster:
             if lead and name not in self.leading:
                 log.info("channel %s: this instance receives now (leader)", name)
                 self.leading.add(name)
-                await self._start(name)
+                try:
+                    await self._start(name)
+                except Exception as exc:  # a broken adapter: tried again next beat
+                    log.error("channel %s could not start: %s", name, exc)
+                    self.leading.discard(name)
             elif not lead and name in self.leading:
                 log.warning("channel %s: another instance took over receiving", name)
                 self.leading.discard(name)
