@@ -28,6 +28,7 @@ from pydantic import (
     field_validator,
 )
 
+from bot.media_config import MediaConfig
 from bot.secret_refs import expand_secret_refs
 from channels.options import ChannelPolicy as ChannelPolicy  # re-exported: the access rules
 from channels.registry import ChannelsConfig, default_channels, validate_channels
@@ -163,6 +164,7 @@ class AnthropicConfig(_Model):
 
 
 class ProvidersConfig(_Model):
+    model_config = ConfigDict(extra="allow")  # other providers, e.g. speech-to-text ones
     anthropic: AnthropicConfig = Field(default_factory=AnthropicConfig)
 
 
@@ -218,6 +220,7 @@ class Config(_Model):
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     channels: ChannelsConfig = Field(default_factory=default_channels)
+    media: MediaConfig = Field(default_factory=MediaConfig)
 
     # Where the file was read from; relative paths in it are resolved against its folder.
     source: Path | None = Field(None, exclude=True)

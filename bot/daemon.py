@@ -35,6 +35,7 @@ from agents.tools.base import ToolRegistry
 from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
 from bot.access import AccessControl
+from bot.chat_media import ChatMedia
 from bot.config import Config
 from bot.gateway import Gateway
 from bot.hardening import make_undumpable
@@ -121,12 +122,19 @@ class Daemon:
         self.subagents, self.announcer = build_subagents(config, self.store, agent_loop, prompts)
         messenger = ChatMessenger(config, self.store, self.channels)
         self.scheduler = Scheduler(config, self.store)
+        media = ChatMedia(config, self.channels)
         self.tools = build_tools(
             config,
-            [SpawnTool(self.subagents), MessageTool(messenger), CronTool(self.scheduler)],
+            [
+                SpawnTool(self.subagents),
+                MessageTool(messenger),
+                CronTool(self.scheduler),
+                *media.tools(),
+            ],
         )
         self.subagents.use_tools(self.tools)
         runner = TurnRunner(config, self.store, agent_loop, prompts, self.tools, self.channels)
+        runner.media = media
         access = AccessControl(self.store, policies(config, list(config.channels.all())))
         self.gateway = Gateway(config, self.store, runner, self.channels, access)
         compaction = config.agent.compaction

@@ -26,6 +26,7 @@ from bot.access import AccessControl, Verdict
 from bot.commands import Commands, LaneInfo, parse_command
 from bot.config import Config
 from bot.lanes import Admission, Lane, Pending, QueueMode, Turn
+from bot.media import attachments_from_payload, attachments_to_payload
 from bot.sessions import SessionKey
 from bot.store import Store
 from bot.turns import SessionState, TurnOutcome, TurnRunner
@@ -116,6 +117,8 @@ class Gateway:
             await self._close([inbox_id], "denied")
             return
         pending = Pending(inbound, inbox_id, self._take_context(key))
+        if self.runner.media is not None:
+            self.runner.media.acknowledge(inbound)
         self._admit(key, pending)
 
     def _admit(self, key: SessionKey, pending: Pending) -> None:
@@ -426,6 +429,7 @@ def inbound_to_payload(inbound: Inbound) -> dict[str, Any]:
             {"media_type": i.media_type, "data": base64.b64encode(i.data).decode("ascii")}
             for i in inbound.images
         ],
+        "attachments": attachments_to_payload(inbound.attachments),
         "received_at": inbound.received_at,
     }
 
@@ -444,6 +448,7 @@ def inbound_from_payload(payload: dict[str, Any]) -> Inbound | None:
             message_id=payload["message_id"],
             mentioned=payload.get("mentioned", False),
             images=images,
+            attachments=attachments_from_payload(payload.get("attachments", ())),
             received_at=payload.get("received_at", time.time()),
         )
     except (KeyError, TypeError, ValueError):

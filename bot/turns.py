@@ -33,6 +33,7 @@ from agents.pricing import context_window
 from agents.prompt import PromptBuilder, PromptMode, RuntimeInfo
 from agents.sanitize import SilentTokenFilter, is_silent, sanitize_output, strip_silent_token
 from agents.tools.base import ToolContext, ToolRegistry
+from bot.chat_media import ChatMedia
 from bot.config import Config
 from bot.lanes import Pending, Turn
 from bot.logs import run_id_var, session_var
@@ -87,6 +88,7 @@ class TurnRunner:
         self.channels = channels
         self.window = config.agent.context_window or context_window(config.agent.model)
         self.after_run: list[SessionListener] = []
+        self.media: ChatMedia | None = None  # attachments in, files and reactions out
 
     async def run(
         self, key: SessionKey, turn: Turn, chat: ChatRef | None, mode: PromptMode = "full"
@@ -96,7 +98,16 @@ class TurnRunner:
         if chat is not None and channel is None:
             log.error("no channel %r for session %s", chat.channel, key)
             return TurnOutcome(None, False)
-        text, images = _user_text(key, turn.items)
+        items = turn.items
+        if self.media is not None:
+            items, notices = await self.media.prepare(turn.items)
+            if channel is not None and chat is not None:
+                for notice in notices:
+                    await channel.send(Outbound(chat, notice))
+            if not items:
+                await self.media.settle(item.inbound for item in turn.items)
+                return TurnOutcome(None, bool(notices) and channel is not None)
+        text, images = _user_text(key, items)
         user_content: list[Block] = [*images, {"type": "text", "text": text}]
         if not all(item.system for item in turn.items):
             guard = self.config.agent.guard
@@ -106,7 +117,15 @@ class TurnRunner:
                     await channel.send(Outbound(chat, BLOCKED_REPLY))
                 return TurnOutcome(None, channel is not None, blocked=True)
             user_content = [*images, {"type": "text", "text": verdict.text}]
-        return await self.run_content(key, turn, chat, user_content, channel=channel, mode=mode)
+        if self.media is None:
+            return await self.run_content(key, turn, chat, user_content, channel=channel, mode=mode)
+        last = items[-1]
+        self.media.begin(turn.run_id, None if last.system else last.inbound)
+        try:
+            return await self.run_content(key, turn, chat, user_content, channel=channel, mode=mode)
+        finally:
+            self.media.end(turn.run_id)
+            await self.media.settle(item.inbound for item in turn.items)
 
     async def run_content(
         self,
