@@ -22,7 +22,6 @@ from channels.telegram.redaction import LOGGER_NAME, SecretRedactor
 log = logging.getLogger(LOGGER_NAME)
 
 MAX_PHOTO_BYTES = 10_000_000
-MAX_UPLOAD_BYTES = 50_000_000
 
 
 class TelegramMedia:
