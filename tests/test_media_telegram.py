@@ -92,7 +92,9 @@ async def test_voice_without_transcription_gets_one_line_and_no_model_call(
     try:
         tg.voice(OGG)
         await tg.wait_for("sendMessage", 1, timeout=10)
-        assert tg.texts() == ["Voice messages aren't set up here yet; please type your message instead."]
+        assert tg.texts() == [
+            "Voice messages aren't set up here yet; please type your message instead."
+        ]
         assert model.requests == []
     finally:
         await daemon.stop()
@@ -144,7 +146,9 @@ async def test_text_documents_become_text_and_other_files_are_saved_to_the_works
     try:
         tg.document(b"a,b\n1,2\n", "data.csv", "text/csv")
         await tg.wait_for("sendMessage", 1, timeout=10)
-        assert user_text(model.requests[-1]) == "[file data.csv]\na,b\n1,2\n\n[end of file data.csv]"
+        assert (
+            user_text(model.requests[-1]) == "[file data.csv]\na,b\n1,2\n\n[end of file data.csv]"
+        )
 
         tg.document(b"\x00\x01binary", "../../evil.bin", "application/octet-stream")
         await tg.wait_for("sendMessage", 2, timeout=10)

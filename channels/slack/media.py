@@ -18,7 +18,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 from channels.base import ChatRef, OutboundFile, Refused
 from channels.slack.text import slack_error_code
 
-
 EMOJI_NAMES = {
     "👀": "eyes",
     "👍": "+1",
