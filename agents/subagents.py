@@ -1,8 +1,8 @@
 """Sub-agents: the `spawn` tool and the `SubagentRunner` that runs children (DESIGN section 6).
 
 A child runs the same `AgentLoop` in its own session (`agent:<id>:sub:<depth>:<spawnId>:
-<parentKey>`) with the minimal prompt and a restricted tool set: `cron`, `message` and
-`memory_*` always denied, then the `agent.subagents.tools` policy, and `spawn` removed at
+<parentKey>`) with the minimal prompt and a restricted tool set: `cron`, `message`,
+`memory_*`, `send_file` and `react` always denied, then the `agent.subagents.tools` policy, and `spawn` removed at
 `depth == max_depth`, so the depth limit holds by construction. What the runner needs from
 outside comes through two protocols the daemon implements: `ChildStore` (child session keys,
 saving a child's history, adding its usage to its ancestors) and `Announcer` (delivering a
@@ -37,7 +37,7 @@ from agents.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
 
-ALWAYS_DENIED: tuple[str, ...] = ("cron", "message", "memory_*")
+ALWAYS_DENIED: tuple[str, ...] = ("cron", "message", "memory_*", "send_file", "react")
 """Tools no sub-agent ever gets: scheduling, talking to people, and long-term memory."""
 
 SPAWN_TOOL = "spawn"

@@ -64,10 +64,10 @@ def transcription_endpoint(config: Config) -> Endpoint | None:
             f"media.transcription.provider: no provider {wanted.provider!r} under providers:; "
             f"add providers.{wanted.provider}: {{kind: openai, base_url: ..., api_key: ...}}"
         )
-    kind = str(_field(found, "kind") or "")
+    kind = str(_field(found, "kind") or "anthropic")  # a provider's kind defaults to anthropic
     if kind != "openai":
         raise ValueError(
-            f"media.transcription.provider: providers.{wanted.provider} is kind {kind or '?'!r}; "
+            f"media.transcription.provider: providers.{wanted.provider} is kind {kind!r}; "
             "speech-to-text needs a provider of kind: openai"
         )
     base_url = str(_field(found, "base_url") or "https://api.openai.com/v1").rstrip("/")
@@ -80,7 +80,7 @@ def _provider(config: Config, name: str) -> object | None:
     if callable(getter):
         return getter(name)
     extra = getattr(providers, "model_extra", None) or {}
-    return extra.get(name)
+    return extra.get(name) or getattr(providers, name, None)
 
 
 def _field(found: object, name: str) -> object:
