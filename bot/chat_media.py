@@ -19,11 +19,20 @@ from collections.abc import Iterable
 from agents.tools.base import Tool, ToolError
 from agents.tools.media import ReactTool, SendFileTool
 from bot.config import Config, ConfigError
-from bot.lanes import Pending
+from bot.lanes import Pending, Turn
 from bot.media import MediaIntake
 from bot.routing import decode_chat
 from channels import registry
-from channels.base import Channel, ChatRef, FileSender, Inbound, OutboundFile, Reactor, Refused
+from channels.base import (
+    Channel,
+    ChatRef,
+    FileSender,
+    Inbound,
+    Outbound,
+    OutboundFile,
+    Reactor,
+    Refused,
+)
 from channels.options import ChannelPolicy
 
 log = logging.getLogger(__name__)
@@ -61,6 +70,18 @@ class ChatMedia:
             else:
                 kept.append(dataclasses.replace(item, inbound=prepared.inbound))
         return kept, notices
+
+    async def steer(self, turn: Turn, pending: Pending) -> None:
+        """Hand a message with attachments to a running turn once they are text (or answer
+        it plainly when nothing usable is left)."""
+        kept, notices = await self.prepare([pending])
+        channel = self._channels.get(pending.inbound.chat.channel)
+        if channel is not None:
+            for notice in notices:
+                await channel.send(Outbound(pending.inbound.chat, notice))
+        for item in kept:
+            text = f"[New message while you work]: {item.inbound.text}"
+            turn.steer.put([{"type": "text", "text": text}])
 
     def begin(self, run_id: str, trigger: Inbound | None) -> None:
         if trigger is not None and trigger.chat.channel:

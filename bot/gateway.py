@@ -137,6 +137,9 @@ class Gateway:
         if admission.steer_into is not None:
             turn = admission.steer_into
             turn.steered.append(pending)
+            if pending.inbound.attachments and self.runner.media is not None:
+                self._spawn(self.runner.media.steer(turn, pending))  # voice/files made text first
+                return
             text = pending.inbound.text
             turn.steer.put([{"type": "text", "text": f"[New message while you work]: {text}"}])
             return

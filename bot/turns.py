@@ -118,7 +118,7 @@ class TurnRunner:
             return await self.run_content(key, turn, chat, user_content, channel=channel, mode=mode)
         finally:
             self.media.end(turn.run_id)
-            await self.media.settle(item.inbound for item in turn.items)
+            await self.media.settle(item.inbound for item in (*turn.items, *turn.steered))
 
     async def run_content(
         self,

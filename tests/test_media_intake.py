@@ -161,3 +161,41 @@ def test_common_emoji_have_slack_names() -> None:
         "tada",
         None,
     ]
+
+
+async def test_a_steered_message_brings_its_file_as_text(tmp_path: Path) -> None:
+    import asyncio
+    import dataclasses
+
+    from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
+    from tests.fakes.chat import MemoryChannel
+    from tests.harness import running_daemon
+    from tests.waiting import eventually
+
+    release = asyncio.Event()
+    overrides = {
+        "channels.telegram.dm_policy": "open",
+        "channels.telegram.allow_from": ["*"],
+        "agent.queue.mode": "steer",
+    }
+    chan = MemoryChannel("telegram")
+    async with FakeAnthropic() as fake:
+        fake.queue(
+            Reply.tool_use([("list_dir", {"path": "."})], hold=release),
+            Reply.text("done with both"),
+        )
+        async with running_daemon(tmp_path, fake, {"telegram": chan}, overrides) as daemon:
+            await chan.say("list files")
+            await fake.wait_requests(1, timeout=20)
+            todo = Attachment("file", "todo.txt", "text/plain", b"buy milk")
+            await chan.deliver(dataclasses.replace(chan.inbound("and this"), attachments=(todo,)))
+            await eventually(
+                lambda: any(
+                    len(t.steer) for lane in daemon.gateway.lanes.values() for t in lane.active
+                )
+            )
+            release.set()
+            await chan.wait_sent(1)
+            await daemon.gateway.wait_idle()
+        asked = last_user_text(fake.requests[1])
+    assert "[New message while you work]: and this\n\n[file todo.txt]\nbuy milk" in asked
