@@ -100,11 +100,15 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(f"  {extra.replace('_', ' ')}: {daemon[extra]}")
 
     async def usage() -> None:
-        from bot.store import Store
+        from bot.store import StoreUnavailable, open_store, redact_url
 
-        if not config.db_path.exists():
+        if not config.store.url and not config.db_path.exists():
             return
-        store = await Store.open(config.db_path)
+        try:
+            store = await open_store(config.store_target)
+        except StoreUnavailable as exc:
+            print(f"  database: {redact_url(str(config.store_target))}: {exc}")
+            return
         try:
             day = time.time() - (time.time() % 86400)
             today = await store.usage_since(day)
@@ -112,6 +116,10 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"  today (UTC): {today.input_tokens + today.cache_read_tokens} in / "
                 f"{today.output_tokens} out tokens, ${today.cost_usd:.4f}"
             )
+            from bot.instances import live_instance_lines
+
+            for line in await live_instance_lines(store):
+                print(f"  instance {line}")
         finally:
             await store.close()
 
@@ -123,9 +131,9 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     config = _load(args)
 
     async def main() -> None:
-        from bot.store import Store
+        from bot.store import open_store
 
-        store = await Store.open(config.db_path)
+        store = await open_store(config.store_target)
         try:
             for s in await store.list_sessions(args.limit):
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
@@ -141,9 +149,9 @@ def cmd_pairing(args: argparse.Namespace) -> int:
     config = _load(args)
 
     async def main() -> int:
-        from bot.store import Store
+        from bot.store import open_store
 
-        store = await Store.open(config.db_path)
+        store = await open_store(config.store_target)
         try:
             if args.action == "list":
                 requests = await store.pairing_requests(args.channel)
@@ -214,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     from bot.cron_cli import register as register_cron
 
     register_cron(sub, add)
+    from bot.store_cli import register as register_store
+
+    register_store(sub, add)
     return parser
 
 
