@@ -1,4 +1,4 @@
-"""The `perch` command: run, init, doctor, status, sessions, pairing, cron.
+"""The `perch` command: run, init, doctor, status, sessions, pairing, cron, mcp.
 
 The config path is `--config PATH`, else `./config.yaml`, else `$PERCH_CONFIG`. A config
 problem prints one line and exits 78 (EX_CONFIG), which systemd is told not to restart on.
@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import EXIT_CONFIG, Config, ConfigError, load_config, require_api_key
+from bot.mcp_cli import daemon_mcp_lines
+from bot.mcp_config import mcp_secrets
 
 
 def config_path(given: str | None) -> Path:
@@ -75,18 +77,24 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return doctor(config)
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    config = _load(args)
+def running_daemon(config: Config) -> dict[str, Any] | None:
+    """What the running daemon wrote to status.json, or None when none is running."""
     from bot.daemon import status_path
 
     path = status_path(config)
-    daemon: dict[str, Any] | None = None
-    if path.exists():
-        try:
-            daemon = json.loads(path.read_text())
-        except (OSError, ValueError):
-            daemon = None
-    if daemon is None or not _alive(int(daemon.get("pid", 0))):
+    try:
+        daemon = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(daemon, dict) or not _alive(int(daemon.get("pid", 0))):
+        return None
+    return daemon
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    config = _load(args)
+    daemon = running_daemon(config)
+    if daemon is None:
         print("Perch is not running.")
     else:
         since = time.strftime("%Y-%m-%d %H:%M", time.localtime(daemon["started_at"]))
@@ -95,6 +103,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             state = "up" if ch["up"] else "DOWN"
             print(f"  channel {name}: {state} {ch.get('detail', '')}".rstrip())
         print(f"  active runs: {daemon.get('active_runs', 0)}, queued: {daemon.get('queued', 0)}")
+        for line in daemon_mcp_lines(daemon):
+            print(line)
         for extra in ("next_heartbeat", "next_cron"):
             if daemon.get(extra):
                 print(f"  {extra.replace('_', ' ')}: {daemon[extra]}")
@@ -196,7 +206,11 @@ def _alive(pid: int) -> bool:
 def _secrets(config: Config) -> list[str]:
     from channels.registry import secrets
 
-    return [config.providers.anthropic.api_key, *secrets(config.channels)]
+    return [
+        config.providers.anthropic.api_key,
+        *secrets(config.channels),
+        *mcp_secrets(config.mcp),
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -220,8 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("channel", nargs="?")
     p.add_argument("code", nargs="?")
     from bot.cron_cli import register as register_cron
+    from bot.mcp_cli import register as register_mcp
 
     register_cron(sub, add)
+    register_mcp(sub, add)
     from bot.store_cli import register as register_store
 
     register_store(sub, add)

@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from bot.config_shape import MAX_NESTING, deeper_than, too_deep
+from bot.mcp_config import McpConfig
 from bot.media_config import MediaConfig
 from bot.secret_refs import expand_secret_refs
 from channels.options import ChannelPolicy as ChannelPolicy  # re-exported: the access rules
@@ -260,6 +261,7 @@ class Config(_Model):
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     channels: ChannelsConfig = Field(default_factory=default_channels)
+    mcp: McpConfig = Field(default_factory=McpConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
 
     # Where the file was read from; relative paths in it are resolved against its folder.

@@ -39,6 +39,7 @@ from bot.config import Config
 from bot.gateway import Gateway
 from bot.hardening import make_undumpable
 from bot.instances import InstanceBeacon
+from bot.mcp_host import McpHost
 from bot.message_targets import ChatMessenger
 from bot.owner import policies
 from bot.scheduler import Scheduler
@@ -75,6 +76,7 @@ class Daemon:
         self.beacon: InstanceBeacon | None = None  # set once the instance lock is held
         self._opened: dict[str, Channel] = {}  # channels whose start() was called
         self._step = "starting"
+        self.mcp = McpHost(config)
 
     async def start(self) -> None:
         """Build and start everything; on any failure close what was opened, then raise
@@ -136,6 +138,7 @@ class Daemon:
                 CronTool(self.scheduler),
                 *media.tools(),
             ],
+            self.mcp.start(),
         )
         self.subagents.use_tools(self.tools)
         runner = TurnRunner(config, self.store, agent_loop, prompts, self.tools, self.channels)
@@ -219,6 +222,7 @@ class Daemon:
                 log.warning("cancelled %d run(s) that did not finish in time", cancelled)
         for part, close in (
             ("scheduler", self.scheduler.stop if self.scheduler else None),
+            ("mcp servers", self.mcp.stop),
             ("sub-agents", self.subagents.aclose if self.subagents else None),
             ("announcer", self.announcer.aclose if self.announcer else None),
             ("upkeep", self.upkeep.stop if self.upkeep else None),
@@ -260,6 +264,7 @@ class Daemon:
             },
             **gateway,
             **(self.scheduler.status() if self.scheduler else {}),
+            **self.mcp.status(),
         }
 
     def write_status(self) -> None:
