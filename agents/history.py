@@ -24,10 +24,16 @@ Decisions (where the seed is silent):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
-from agents.model import Block, Message
+from agents import model
+
+# Stored content is untrusted JSON: the stages read messages and blocks as plain dicts,
+# defensively, and hand back `agents.model.Message`s (the same dicts, typed at the exit).
+Block = dict[str, Any]
+Message = dict[str, Any]
+Messages = Sequence[Mapping[str, Any]]
 
 CHARS_PER_TOKEN = 4
 IMAGE_TOKENS = 1600
@@ -52,7 +58,7 @@ _ROLES = frozenset({"user", "assistant"})
 # Small readers and copiers.
 
 
-def _blocks(message: Message) -> list[Block]:
+def _blocks(message: Mapping[str, Any]) -> list[Block]:
     content = message.get("content")
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
@@ -72,6 +78,11 @@ def _copy_message(message: Message) -> Message:
     copied = dict(message)
     copied["content"] = [_copy_block(b) for b in _blocks(message)]
     return copied
+
+
+def _typed(messages: list[Message]) -> list[model.Message]:
+    """The exit of every stage: checked dicts, now typed (no copy)."""
+    return cast(list[model.Message], messages)
 
 
 def _copy_messages(messages: Iterable[Any]) -> list[Message]:
@@ -97,14 +108,14 @@ def _tool_use_ids(message: Message) -> list[str]:
 # Stage 1: limit turns.
 
 
-def limit_turns(messages: list[Message], max_turns: int) -> list[Message]:
+def limit_turns(messages: Messages, max_turns: int) -> list[model.Message]:
     """Keep the last `max_turns` user turns and everything after the first of them."""
     copied = _copy_messages(messages)
     if max_turns <= 0:
-        return copied
+        return _typed(copied)
     turn_starts = [i for i, m in enumerate(copied) if _is_user_turn(m)]
     start = turn_starts[-max_turns] if len(turn_starts) > max_turns else 0
-    return copied[start:]
+    return _typed(copied[start:])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,7 +150,7 @@ def _block_chars_and_images(block: Block) -> tuple[int, int]:
     return len(json.dumps(block, ensure_ascii=False, default=str)), 0
 
 
-def _chars_and_images(messages: Iterable[Message]) -> tuple[int, int]:
+def _chars_and_images(messages: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
     chars = images = 0
     for message in messages:
         for block in _blocks(message):
@@ -148,7 +159,7 @@ def _chars_and_images(messages: Iterable[Message]) -> tuple[int, int]:
     return chars, images
 
 
-def estimate_tokens(messages: list[Message]) -> int:
+def estimate_tokens(messages: Messages) -> int:
     """A rough token count: characters / 4, plus 1,600 per image."""
     chars, images = _chars_and_images(messages)
     return -(-chars // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
@@ -176,7 +187,7 @@ def _soft_trim_result(block: Block, over: int, keep_head: int, keep_tail: int) -
 
 
 def prune_tool_results(
-    messages: list[Message],
+    messages: Messages,
     context_window_tokens: int,
     *,
     soft_ratio: float = 0.3,
@@ -186,7 +197,7 @@ def prune_tool_results(
     keep_head: int = 1500,
     keep_tail: int = 1500,
     min_hard_clear_chars: int = 10_000,
-) -> list[Message]:
+) -> list[model.Message]:
     """Shrink old tool results when the history fills too much of the context window.
 
     Over `soft_ratio` of the window, old results longer than `soft_trim_over` keep only their
@@ -195,7 +206,7 @@ def prune_tool_results(
     """
     result = _copy_messages(messages)
     if context_window_tokens <= 0 or not result:
-        return result
+        return _typed(result)
     chars, images = _chars_and_images(result)
 
     def ratio() -> float:
@@ -203,7 +214,7 @@ def prune_tool_results(
         return tokens / context_window_tokens
 
     if ratio() < soft_ratio:
-        return result
+        return _typed(result)
 
     protected_from = len(result)
     assistants = [i for i, m in enumerate(result) if m.get("role") == "assistant"]
@@ -221,9 +232,9 @@ def prune_tool_results(
     for block in prunable:
         chars -= _soft_trim_result(block, soft_trim_over, keep_head, keep_tail)
     if ratio() < hard_ratio:
-        return result
+        return _typed(result)
     if sum(_block_chars_and_images(b)[0] for b in prunable) < min_hard_clear_chars:
-        return result
+        return _typed(result)
     for block in prunable:
         if ratio() < hard_ratio:
             break
@@ -233,7 +244,7 @@ def prune_tool_results(
         block["content"] = CLEARED_TOOL_RESULT
         chars += len(CLEARED_TOOL_RESULT) - block_chars
         images -= block_images
-    return result
+    return _typed(result)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,7 +282,7 @@ def _clean_block(block: Block, role: str, seen_tool_ids: set[str]) -> Block | No
     return _copy_block(block)
 
 
-def _normalise(messages: list[Message]) -> list[Message]:
+def _normalise(messages: Messages) -> list[Message]:
     seen_tool_ids: set[str] = set()
     out: list[Message] = []
     for message in messages:
@@ -330,7 +341,7 @@ def _pair_results(expected: list[str], content: list[Block]) -> list[Block]:
     return results + [b for b in content if not _is_tool_result(b)]
 
 
-def repair_tool_pairing(messages: list[Message]) -> list[Message]:
+def repair_tool_pairing(messages: Messages) -> list[model.Message]:
     """Make a history the Messages API accepts, keeping as much of it as possible.
 
     Drops orphan tool_result blocks and leading messages before the first plain user message,
@@ -354,10 +365,10 @@ def repair_tool_pairing(messages: list[Message]) -> list[Message]:
         expected = _tool_use_ids(message)
         if expected and i + 1 == len(history):
             paired.append({"role": "user", "content": [_missing_result(t) for t in expected]})
-    return _merge_same_role(paired)
+    return _typed(_merge_same_role(paired))
 
 
-def validate_history(messages: list[Message]) -> list[str]:
+def validate_history(messages: Messages) -> list[str]:
     """Problems that would make the Messages API reject `messages` (empty when valid)."""
     problems: list[str] = []
     if not isinstance(messages, list):
@@ -459,8 +470,8 @@ def _validate_blocks(
 
 
 def prepare_history(
-    messages: list[Message], *, max_turns: int, context_window_tokens: int
-) -> list[Message]:
+    messages: Messages, *, max_turns: int, context_window_tokens: int
+) -> list[model.Message]:
     """Limit turns, prune tool results (with `prune_tool_results`' defaults), repair pairing:
     the history to send to the model."""
     limited = limit_turns(messages, max_turns)

@@ -26,6 +26,8 @@ from pydantic import (
     model_validator,
 )
 
+from bot.model_config import ProvidersConfig, missing_key
+
 EXIT_CONFIG = 78
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
@@ -117,7 +119,8 @@ class WebFetchConfig(_Model):
 class AgentConfig(_Model):
     id: str = Field("main", pattern=r"^[A-Za-z0-9_.-]+$")
     model: str = DEFAULT_MODEL
-    fallback_models: list[str] = Field(default_factory=list)
+    fallback_models: list[str] = Field(default_factory=list)  # older name of `fallbacks`
+    fallbacks: list[str] = Field(default_factory=list)  # "<provider>/<model>", in order
     workspace: Path = Path("./workspace")
     timezone: str = "UTC"
     max_iterations: int = Field(20, ge=1, le=200)
@@ -152,16 +155,6 @@ def _check_timezone(value: str) -> None:
         raise ValueError(
             f"unknown timezone {value!r} (use an IANA name like Europe/Berlin)"
         ) from exc
-
-
-class AnthropicConfig(_Model):
-    api_key: str = ""
-    base_url: str = "https://api.anthropic.com"
-    timeout_s: float = Field(600, gt=0)
-
-
-class ProvidersConfig(_Model):
-    anthropic: AnthropicConfig = Field(default_factory=AnthropicConfig)
 
 
 class StoreConfig(_Model):
@@ -419,8 +412,5 @@ def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
 
 def require_api_key(config: Config) -> None:
     """Refuse to start without a model API key, saying how to set one."""
-    if not config.providers.anthropic.api_key.strip():
-        raise ConfigError(
-            "providers.anthropic.api_key is empty: set ANTHROPIC_API_KEY (export "
-            "ANTHROPIC_API_KEY=sk-ant-..., or the EnvironmentFile of the systemd unit)"
-        )
+    if (problem := missing_key(config)) is not None:
+        raise ConfigError(problem)

@@ -26,7 +26,7 @@ from typing import IO, Any
 from agents.compaction import CompactionPolicy, Compactor
 from agents.loop import AgentLoop
 from agents.prompt import PromptBuilder
-from agents.provider import AnthropicClient
+from agents.providers.router import ModelRouter
 from agents.subagents import SpawnTool, SubagentRunner
 from agents.tools.base import ToolRegistry
 from agents.tools.cron import CronTool
@@ -35,6 +35,7 @@ from bot.access import AccessControl
 from bot.config import ChannelPolicy, Config
 from bot.gateway import Gateway
 from bot.message_targets import ChatMessenger
+from bot.model_config import build_router
 from bot.scheduler import Scheduler
 from bot.store import Store
 from bot.subagent_host import LaneAnnouncer, build_subagents
@@ -53,7 +54,7 @@ class Daemon:
         self._given_channels = channels
         self.store: Store | None = None
         self.gateway: Gateway | None = None
-        self.client: AnthropicClient | None = None
+        self.client: ModelRouter | None = None
         self.channels: dict[str, Channel] = {}
         self.tools = ToolRegistry()
         self.stopping = asyncio.Event()
@@ -74,13 +75,7 @@ class Daemon:
         copied = seed_workspace(config.workspace)
         if copied:
             log.info("workspace %s seeded with %s", config.workspace, ", ".join(copied))
-        provider = config.providers.anthropic
-        self.client = AnthropicClient(
-            provider.api_key,
-            provider.base_url,
-            timeout=provider.timeout_s,
-            fallback_models=config.agent.fallback_models,
-        )
+        self.client = build_router(config)
         agent_loop = AgentLoop(
             self.client,
             config.agent.model,

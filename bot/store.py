@@ -21,7 +21,7 @@ from typing import Any
 
 import aiosqlite
 
-from agents.model import Message, Usage
+from agents.model import Message, Usage, dumps_content, loads_content
 
 MIGRATIONS: list[str] = [
     # 1: the foundation
@@ -275,7 +275,7 @@ class Store:
         rows = await self._db.execute_fetchall(
             "SELECT role, content FROM messages WHERE session_id = ? ORDER BY id", (session_id,)
         )
-        return [{"role": role, "content": json.loads(content)} for role, content in rows]
+        return [{"role": role, "content": loads_content(content)} for role, content in rows]
 
     async def messages_with_ids(self, session_id: str) -> list[tuple[int, Message]]:
         async with self._db.execute(
@@ -283,7 +283,7 @@ class Store:
             (session_id,),
         ) as cur:
             rows = await cur.fetchall()
-        return [(i, {"role": role, "content": json.loads(c)}) for i, role, c in rows]
+        return [(i, {"role": role, "content": loads_content(c)}) for i, role, c in rows]
 
     async def count_messages(self, session_id: str) -> int:
         rows = await self._db.execute_fetchall(
@@ -305,10 +305,7 @@ class Store:
     ) -> None:
         """Write one run's messages and usage in a single transaction."""
         now = time.time()
-        rows = [
-            (session_id, m["role"], json.dumps(m["content"], ensure_ascii=False), run_id, now)
-            for m in messages
-        ]
+        rows = [(session_id, m["role"], dumps_content(m["content"]), run_id, now) for m in messages]
         async with self._transaction() as db:
             if rows:
                 await db.executemany(

@@ -20,7 +20,7 @@ from agents.loop import (
     ToolFinished,
     ToolStarted,
 )
-from agents.provider import AnthropicClient
+from agents.providers.anthropic import AnthropicClient
 from agents.tools.base import ToolContext, ToolRegistry, ToolResult
 from agents.tools.files import file_tools
 from tests.fakes.anthropic import FakeAnthropic, Reply
