@@ -92,6 +92,7 @@ class _Child:
     token: CancelToken
     timeout_s: float
     detached: bool
+    model: str | None = None
     timed_out: bool = False
 
 
@@ -201,6 +202,7 @@ class SubagentRunner:
             token=ctx.cancel.child(),
             timeout_s=self._timeout(timeout_s),
             detached=detached,
+            model=ctx.model,
         )
         self._children[child.key] = child
         log.info(
@@ -350,7 +352,7 @@ class SubagentRunner:
         runtime = RuntimeInfo(
             agent_id=self.agent_id,
             session_key=child.key,
-            model=self.loop.model,
+            model=child.model or self.loop.model,
             timezone=self.timezone,
             extra=f"You are sub-agent {child.label!r} (depth {child.depth}); your final "
             "answer is returned to the agent that started you, not shown to a person.",
@@ -368,8 +370,10 @@ class SubagentRunner:
                 origin=child.origin,
                 depth=child.depth,
                 run_id=run_id,
+                model=child.model,
             ),
             cancel=child.token,
+            model=child.model,
         )
 
 

@@ -127,6 +127,13 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX cron_runs_by_job ON cron_runs(job_id, id);
     """,
+    """
+    CREATE TABLE session_models (
+        session_key TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    """,
 ]
 
 
@@ -234,6 +241,26 @@ class Store:
                 await self._db.execute("COMMIT")
 
     # -- sessions -----------------------------------------------------------------------
+
+    async def session_model(self, session_key: str) -> str:
+        """The model `/model` chose for this session key ("" = the configured default)."""
+        sql = "SELECT model FROM session_models WHERE session_key = ?"
+        async with self._db.execute(sql, (session_key,)) as cur:
+            row = await cur.fetchone()
+        return str(row[0]) if row else ""
+
+    async def set_session_model(self, session_key: str, model: str) -> None:
+        """Keep `model` for this session key; "" forgets the choice."""
+        async with self._transaction() as db:
+            if model:
+                await db.execute(
+                    "INSERT INTO session_models (session_key, model, updated_at) VALUES (?, ?, ?)"
+                    " ON CONFLICT(session_key) DO UPDATE SET model = excluded.model,"
+                    " updated_at = excluded.updated_at",
+                    (session_key, model, time.time()),
+                )
+            else:
+                await db.execute("DELETE FROM session_models WHERE session_key = ?", (session_key,))
 
     async def session(self, key: str) -> SessionRow:
         """The active session for `key`, created empty on first use."""

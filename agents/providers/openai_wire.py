@@ -55,13 +55,10 @@ def _user_messages(content: list[Block]) -> list[dict[str, Any]]:
     has_image = False
     for block in content:
         if block["type"] == "tool_result":
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": block["tool_use_id"],
-                    "content": tool_result_text(block) or "(empty)",
-                }
-            )
+            result = tool_result_text(block) or "(empty)"
+            if block.get("is_error") and not result.startswith("Error"):
+                result = f"Error: {result}"  # Chat Completions has no is_error flag
+            out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": result})
         elif block["type"] == "text":
             parts.append({"type": "text", "text": block["text"]})
         elif (image := _image_part(block)) is not None:
