@@ -37,6 +37,8 @@ class ProviderConfig(BaseModel):
     timeout_s: float = Field(600, gt=0)
     models: list[str] = Field(default_factory=list)
     prices: dict[str, PriceConfig] = Field(default_factory=dict)
+    max_attempts: int = Field(8, ge=1, le=50)
+    unreachable_budget_s: float = Field(30, ge=0)
 
     @model_validator(mode="after")
     def _default_base_url(self) -> ProviderConfig:
@@ -147,6 +149,8 @@ def build_router(config: Config) -> ModelRouter:
             base_url=settings.base_url,
             timeout=settings.timeout_s,
             prices=settings.price_table(),
+            max_attempts=settings.max_attempts,
+            unreachable_budget_s=settings.unreachable_budget_s,
         )
         for name, settings in config.providers.items()
     }
