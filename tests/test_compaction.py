@@ -16,8 +16,8 @@ from bot.store import Store
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.fakes.openai import FakeOpenAI
-from tests.model_backends import KINDS, OpenAIView
 from tests.harness import running_daemon
+from tests.model_backends import KINDS, OpenAIView
 
 
 def msg(role: str, *blocks: dict[str, Any]) -> dict[str, Any]:

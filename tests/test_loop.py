@@ -22,11 +22,11 @@ from agents.loop import (
     ToolFinished,
     ToolStarted,
 )
+from agents.pricing import Price
 from agents.providers.anthropic import AnthropicClient
+from agents.providers.openai import OpenAIClient
 from agents.tools.base import ToolContext, ToolRegistry, ToolResult
 from agents.tools.files import file_tools
-from agents.pricing import Price
-from agents.providers.openai import OpenAIClient
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.openai import FakeOpenAI
 from tests.model_backends import KINDS, OpenAIView
