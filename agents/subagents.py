@@ -115,6 +115,7 @@ class SubagentRunner:
         agent_id: str,
         limits: SubagentLimits | None = None,
         timezone: str = "UTC",
+        model: str | None = None,
     ) -> None:
         self.loop = loop
         self.prompts = prompts
@@ -123,6 +124,7 @@ class SubagentRunner:
         self.agent_id = agent_id
         self.limits = limits or SubagentLimits()
         self.timezone = timezone
+        self.model = model  # None: a child uses its parent's model
         self._tools = ToolRegistry()
         self._slots = asyncio.Semaphore(self.limits.max_concurrent)
         self._per_run: OrderedDict[str, int] = OrderedDict()
@@ -202,7 +204,7 @@ class SubagentRunner:
             token=ctx.cancel.child(),
             timeout_s=self._timeout(timeout_s),
             detached=detached,
-            model=ctx.model,
+            model=self.model or ctx.model,
         )
         self._children[child.key] = child
         log.info(

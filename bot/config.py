@@ -99,6 +99,7 @@ class SubagentConfig(_Model):
     max_concurrent: int = Field(8, ge=1, le=64)
     timeout_s: float = Field(300, gt=0)
     tools: ToolPolicy = Field(default_factory=ToolPolicy)
+    model: str | None = None  # None: sub-agents use their parent chat's model
 
 
 class ExecConfig(_Model):

@@ -16,6 +16,7 @@ from tests.fakes.chat import MemoryChannel
 from tests.fakes.openai import FakeOpenAI
 from tests.harness import make_config, running_daemon
 
+WAIT = 30  # generous: the first turn imports an SDK, and CI machines are busy
 OPEN_DMS = {"channels.telegram.dm_policy": "open", "channels.telegram.allow_from": ["*"]}
 
 
@@ -48,12 +49,12 @@ async def test_model_command_switches_lists_and_survives_a_restart(
     overrides = settings(claude, local)
     async with running_daemon(tmp_path, claude, {"telegram": chan}, overrides):
         await chan.say("my name is Ada")
-        await chan.wait_sent(1)
+        await chan.wait_sent(1, timeout=WAIT)
         await chan.say("/model local/qwen3:8b")
-        await chan.wait_sent(2)
+        await chan.wait_sent(2, timeout=WAIT)
         assert chan.texts()[1].startswith("This chat now uses local/qwen3:8b.")
         await chan.say("/model")
-        await chan.wait_sent(3)
+        await chan.wait_sent(3, timeout=WAIT)
     listing = chan.texts()[2].splitlines()
     assert "* local/qwen3:8b" in listing
     assert "  claude-sonnet-5-5 (default)" in listing and "  local/gpt-test" in listing
@@ -61,14 +62,14 @@ async def test_model_command_switches_lists_and_survives_a_restart(
     chan = MemoryChannel("telegram")
     async with running_daemon(tmp_path, claude, {"telegram": chan}, overrides):
         await chan.say("what is my name?")
-        assert await chan.wait_sent(1) == ["echo: what is my name?"]
+        assert await chan.wait_sent(1, timeout=WAIT) == ["echo: what is my name?"]
         await chan.say("/status")
-        await chan.wait_sent(2)
+        await chan.wait_sent(2, timeout=WAIT)
         assert "Model: local/qwen3:8b (chosen with /model)" in chan.texts()[1]
         await chan.say("/model default")
-        await chan.wait_sent(3)
+        await chan.wait_sent(3, timeout=WAIT)
         await chan.say("again")
-        await chan.wait_sent(4)
+        await chan.wait_sent(4, timeout=WAIT)
     assert chan.texts()[2] == "Back to the configured model: claude-sonnet-5-5."
     # The Claude history went to the Chat Completions server, translated, and back.
     body = local.requests[0]
@@ -88,7 +89,7 @@ async def test_unknown_provider_is_refused_plainly(
     chan = MemoryChannel("telegram")
     async with running_daemon(tmp_path, claude, {"telegram": chan}, settings(claude, local)):
         await chan.say("/model nowhere/x")
-        [reply] = await chan.wait_sent(1)
+        [reply] = await chan.wait_sent(1, timeout=WAIT)
     assert reply.startswith("Unknown provider 'nowhere'")
     assert "anthropic, local" in reply
 
@@ -103,9 +104,9 @@ async def test_fallback_crosses_providers_and_status_names_the_model(
     overrides = settings(claude, local, fallbacks=["local/gpt-test"])
     async with running_daemon(tmp_path, claude, {"telegram": chan}, overrides):
         await chan.say("remember my cat Miso")
-        assert await chan.wait_sent(1) == ["noted"]
+        assert await chan.wait_sent(1, timeout=WAIT) == ["noted"]
         await chan.say("/status")
-        await chan.wait_sent(2)
+        await chan.wait_sent(2, timeout=WAIT)
     status = chan.texts()[1]
     assert "Model: claude-sonnet-5-5" in status
     assert "Last answer from: local/gpt-test (fallback)" in status
@@ -145,10 +146,29 @@ async def test_sub_agents_inherit_the_chosen_model(
     async with running_daemon(tmp_path, claude, {"telegram": chan}, settings(claude, local)):
         await chan.say("/model local/gpt-test")
         await chan.say("delegate")
-        await chan.wait_sent(2)
+        await chan.wait_sent(2, timeout=WAIT)
     assert chan.texts()[1] == "done"
     assert [r["model"] for r in local.requests] == ["gpt-test"] * 3
     assert claude.requests == []
+
+
+async def test_a_configured_sub_agent_model_wins_over_the_chat_choice(
+    tmp_path: Path, servers: tuple[FakeAnthropic, FakeOpenAI]
+) -> None:
+    claude, local = servers
+    local.queue(
+        Reply.tool_use([("spawn", {"label": "helper", "task": "say hi", "wait": True})]),
+        Reply.text("done"),
+    )
+    chan = MemoryChannel("telegram")
+    overrides = settings(claude, local)
+    overrides["agent.subagents"] = {"model": "claude-haiku-4-5"}
+    async with running_daemon(tmp_path, claude, {"telegram": chan}, overrides):
+        await chan.say("/model local/gpt-test")
+        await chan.say("delegate")
+        await chan.wait_sent(2, timeout=WAIT)
+    assert [r["model"] for r in claude.requests] == ["claude-haiku-4-5"]
+    assert [r["model"] for r in local.requests] == ["gpt-test"] * 2
 
 
 async def test_doctor_checks_each_provider_and_names_the_failing_one(
