@@ -296,3 +296,13 @@ def test_model_names_route_by_provider() -> None:
         "anthropic/claude-haiku",
     ]
     assert router.display("anthropic/claude-haiku") == "claude-haiku"
+
+
+async def test_tool_ids_are_made_safe_for_every_kind(
+    fake: FakeOpenAI, client: OpenAIClient
+) -> None:
+    fake.queue(Reply.tool_use([("ls", {}, "functions.ls:0"), ("ls", {}, "")]))
+    response = await client.complete(request())
+    ids = [b["id"] for b in response.content if b["type"] == "tool_use"]
+    assert ids[0] == "functions_ls_0"
+    assert ids[1].startswith("call_perch_") and ids[1] != ids[0]

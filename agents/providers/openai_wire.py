@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 from agents.model import Block, Message, TextBlock, ToolUseBlock, tool_result_text
 
 log = logging.getLogger(__name__)
+
+# The Messages API accepts only these in a tool id; ids are made safe when they arrive, so a
+# session can move to Anthropic later (the same id then goes back to this server unchanged).
+_UNSAFE_ID = re.compile(r"[^A-Za-z0-9_-]")
 
 FINISH_REASONS = {
     "stop": "end_turn",
@@ -148,7 +153,7 @@ class ToolCallAccumulator:
                 arguments = {"_invalid_arguments": raw[:2000]}
             block: ToolUseBlock = {
                 "type": "tool_use",
-                "id": call["id"] or f"{id_prefix}{index}",
+                "id": _UNSAFE_ID.sub("_", call["id"])[:64] or f"{id_prefix}{index}",
                 "name": call["name"],
                 "input": arguments,
             }
