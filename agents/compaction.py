@@ -137,7 +137,8 @@ class Compactor:
             return None
         usage = Usage()
         flushed = await self._flush(messages, system, context, usage)
-        summary = await self._summarise(messages[:cut], previous_summary, usage)
+        model = context.model or self.model  # the session's own model (/model), if chosen
+        summary = await self._summarise(messages[:cut], previous_summary, usage, model)
         return Compaction(summary, cut, usage, flushed)
 
     async def _flush(
@@ -160,8 +161,10 @@ class Compactor:
                 origin=context.origin,
                 depth=context.depth,
                 run_id=context.run_id,
+                model=context.model,
             ),
             cancel=cancel,
+            model=context.model,
             max_iterations=FLUSH_ITERATIONS,
         )
         task = asyncio.ensure_future(self.loop.run(request))
@@ -175,7 +178,7 @@ class Compactor:
             log.warning("memory flush failed: %s", result.error)
         return result.status == "ok"
 
-    async def _summarise(self, old: list[Message], previous: str, usage: Usage) -> str:
+    async def _summarise(self, old: list[Message], previous: str, usage: Usage, model: str) -> str:
         transcript = render_transcript(old)
         prompt = (
             (f"Earlier summary:\n{previous}\n\n" if previous else "")
@@ -183,7 +186,7 @@ class Compactor:
             + transcript
         )
         request = ModelRequest(
-            model=self.model,
+            model=model,
             system=[{"type": "text", "text": SUMMARY_SYSTEM}],
             messages=[{"role": "user", "content": [{"type": "text", "text": prompt}]}],
             max_tokens=SUMMARY_MAX_TOKENS,

@@ -122,7 +122,7 @@ class Daemon:
         self.upkeep = SessionUpkeep(config, self.store, compactor, prompts)
         runner.add_usage_listener(self.upkeep.after_run)
         self.gateway.compactor = self.upkeep.compact_now
-        runner.models = self.gateway.commands.models
+        runner.models = self.upkeep.models = self.gateway.commands.models
         self.announcer.bind(self.gateway)
         self.gateway.cancel_children = self.subagents.cancel_children_of
         for name, channel in self.channels.items():
