@@ -188,7 +188,7 @@ def _alive(pid: int) -> bool:
 def _secrets(config: Config) -> list[str]:
     c = config.channels
     return [
-        config.providers.anthropic.api_key,
+        *(provider.api_key for _, provider in config.providers.items()),
         c.telegram.token,
         c.telegram.webhook_secret,
         c.slack.bot_token,

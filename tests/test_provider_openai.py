@@ -5,6 +5,7 @@ across providers and a history that switches kinds mid-conversation."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -306,3 +307,13 @@ async def test_tool_ids_are_made_safe_for_every_kind(
     ids = [b["id"] for b in response.content if b["type"] == "tool_use"]
     assert ids[0] == "functions_ls_0"
     assert ids[1].startswith("call_perch_") and ids[1] != ids[0]
+
+
+async def test_the_key_never_reaches_a_log(
+    fake: FakeOpenAI, client: OpenAIClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.queue(Reply.http_error(500, "api_error", "boom"), Reply.text("ok"))
+    with caplog.at_level(logging.DEBUG):
+        await client.complete(request())
+    assert "attempt 1/3: 500" in caplog.text
+    assert KEY not in caplog.text and KEY not in repr(client)
