@@ -94,10 +94,6 @@ def tool_result_block(tool_use_id: str, content: str, is_error: bool = False) ->
     return block
 
 
-def message(role: Role, content: Iterable[Block]) -> Message:
-    return {"role": role, "content": list(content)}
-
-
 def text_of(content: Iterable[Block]) -> str:
     """The concatenated text blocks of a message's content."""
     return "".join(b["text"] for b in content if b["type"] == "text")
@@ -127,20 +123,6 @@ def loads_content(raw: str) -> list[Block]:
     if not isinstance(data, list):
         raise ValueError(f"stored message content is {type(data).__name__}, not a list")
     return cast(list[Block], [b for b in data if isinstance(b, dict)])
-
-
-def dumps_message(msg: Message) -> str:
-    return json.dumps(msg, ensure_ascii=False)
-
-
-def loads_message(raw: str) -> Message:
-    data = json.loads(raw)
-    if not isinstance(data, dict) or data.get("role") not in ("user", "assistant"):
-        raise ValueError("a stored message needs a role of 'user' or 'assistant'")
-    content = data.get("content")
-    if isinstance(content, str):
-        content = [text_block(content)]
-    return {"role": data["role"], "content": cast(list[Block], content or [])}
 
 
 # ---- usage, request, response --------------------------------------------------------------
@@ -176,9 +158,6 @@ class ModelRequest:
     tools: list[dict[str, Any]] = field(default_factory=list)
     max_tokens: int = 4096
     temperature: float | None = None
-
-
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "other"]
 
 
 @dataclass(slots=True)
