@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 from enum import Enum
 
-from bot.config import ChannelPolicy
 from bot.store import PairingRequest, Store
 from channels.base import Inbound
+from channels.options import ChannelPolicy
 
 log = logging.getLogger(__name__)
 

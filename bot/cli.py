@@ -38,13 +38,13 @@ def _load(args: argparse.Namespace) -> Config:
 def cmd_run(args: argparse.Namespace) -> int:
     config = _load(args)
     require_api_key(config)
-    from bot.daemon import AlreadyRunning, Daemon
+    from bot.daemon import Daemon, StartupError
     from bot.logs import setup_logging
 
     setup_logging(config.logging.level, config.logging.format, _secrets(config))
     try:
         asyncio.run(Daemon(config).run())
-    except AlreadyRunning as exc:
+    except StartupError as exc:  # what was opened is closed again; one line, no traceback
         print(f"perch: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -186,15 +186,10 @@ def _alive(pid: int) -> bool:
 
 
 def _secrets(config: Config) -> list[str]:
-    c = config.channels
-    return [
-        *(provider.api_key for _, provider in config.providers.items()),
-        c.telegram.token,
-        c.telegram.webhook_secret,
-        c.slack.bot_token,
-        c.slack.app_token,
-        c.slack.signing_secret,
-    ]
+    from channels.registry import secrets
+
+    keys = [provider.api_key for _, provider in config.providers.items()]
+    return [*keys, *secrets(config.channels)]
 
 
 def build_parser() -> argparse.ArgumentParser:

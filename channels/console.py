@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TextIO
 
 from channels.base import (
+    Channel,
     ChannelStatus,
     ChatRef,
     Inbound,
@@ -25,8 +26,20 @@ from channels.base import (
     Outbound,
     ReplyStream,
 )
+from channels.options import ChannelOptions
+from channels.plugin import Capabilities, ChannelContext, ChannelPlugin
 
 PREFIX = "perch> "
+
+
+class ConsoleOptions(ChannelOptions):
+    """`channels.console`: on by default; `user` is the owner's name in the session key."""
+
+    enabled: bool = True
+    user: str = "owner"
+
+    def owner_ids(self) -> tuple[str, ...]:
+        return (self.user,)
 
 
 class ConsoleChannel:
@@ -48,6 +61,10 @@ class ConsoleChannel:
         self._ids = itertools.count(1)
         self._up = False
         self.chat = ChatRef("console", "local", "dm", user)
+
+    @property
+    def account(self) -> str:
+        return self.chat.account
 
     async def start(self, on_message: InboundHandler) -> None:
         self._up = True
@@ -165,3 +182,22 @@ async def _thread_lines(stream: TextIO) -> AsyncIterator[str]:
     threading.Thread(target=pump, name="console-stdin", daemon=True).start()
     while (line := await queue.get()) is not None:
         yield line
+
+
+def create(options: ChannelOptions, context: ChannelContext) -> Channel:
+    """The console; end of input stops the daemon only when no other channel is enabled."""
+    assert isinstance(options, ConsoleOptions)
+    return ConsoleChannel(options.user, on_eof=None if context.others else context.request_stop)
+
+
+PLUGIN = ChannelPlugin(
+    key="console",
+    options=ConsoleOptions,
+    create=create,
+    capabilities=Capabilities(
+        can_edit=False,
+        can_type=False,
+        max_len=1_000_000,
+        chat_hint="You are replying in a terminal. Plain text and light Markdown read best.",
+    ),
+)
