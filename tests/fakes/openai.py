@@ -181,13 +181,17 @@ class FakeOpenAI:
         if self.reasoning:
             await send({"reasoning_content": self.reasoning})
             await send({"reasoning": self.reasoning})
-        text = reply.partial_text if reply.kind in ("stream_error", "disconnect") else None
+        text = reply.partial_text if reply.kind in ("stream_error", "disconnect", "stall") else None
         text = reply.reply_text if text is None else text
         size = reply.chunk if reply.chunk > 0 else max(len(text), 1)
         for start in range(0, len(text), size):
             await send({"content": text[start : start + size]})
         if reply.kind == "disconnect":
             _drop(request)
+            return response
+        if reply.kind == "stall":  # a model pausing mid-reply until the client goes away
+            assert self._stopping is not None
+            await self._stopping.wait()
             return response
         if reply.kind == "stream_error":
             error = {"message": reply.message or "Overloaded", "type": reply.error_type}
