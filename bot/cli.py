@@ -1,4 +1,4 @@
-"""The `perch` command: run, init, doctor, status, sessions, pairing, cron.
+"""The `perch` command: run, init, doctor, status, sessions, pairing, cron, mcp.
 
 The config path is `--config PATH`, else `./config.yaml`, else `$PERCH_CONFIG`. A config
 problem prints one line and exits 78 (EX_CONFIG), which systemd is told not to restart on.
@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import EXIT_CONFIG, Config, ConfigError, load_config, require_api_key
+from bot.mcp_cli import daemon_mcp_lines
+from bot.mcp_config import mcp_secrets
 
 
 def config_path(given: str | None) -> Path:
@@ -75,18 +77,24 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return doctor(config)
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    config = _load(args)
+def running_daemon(config: Config) -> dict[str, Any] | None:
+    """What the running daemon wrote to status.json, or None when none is running."""
     from bot.daemon import status_path
 
     path = status_path(config)
-    daemon: dict[str, Any] | None = None
-    if path.exists():
-        try:
-            daemon = json.loads(path.read_text())
-        except (OSError, ValueError):
-            daemon = None
-    if daemon is None or not _alive(int(daemon.get("pid", 0))):
+    try:
+        daemon = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(daemon, dict) or not _alive(int(daemon.get("pid", 0))):
+        return None
+    return daemon
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    config = _load(args)
+    daemon = running_daemon(config)
+    if daemon is None:
         print("Perch is not running.")
     else:
         since = time.strftime("%Y-%m-%d %H:%M", time.localtime(daemon["started_at"]))
@@ -95,16 +103,22 @@ def cmd_status(args: argparse.Namespace) -> int:
             state = "up" if ch["up"] else "DOWN"
             print(f"  channel {name}: {state} {ch.get('detail', '')}".rstrip())
         print(f"  active runs: {daemon.get('active_runs', 0)}, queued: {daemon.get('queued', 0)}")
+        for line in daemon_mcp_lines(daemon):
+            print(line)
         for extra in ("next_heartbeat", "next_cron"):
             if daemon.get(extra):
                 print(f"  {extra.replace('_', ' ')}: {daemon[extra]}")
 
     async def usage() -> None:
-        from bot.store import Store
+        from bot.store import StoreUnavailable, open_store, redact_url
 
-        if not config.db_path.exists():
+        if not config.store.url and not config.db_path.exists():
             return
-        store = await Store.open(config.db_path)
+        try:
+            store = await open_store(config.store_target)
+        except StoreUnavailable as exc:
+            print(f"  database: {redact_url(str(config.store_target))}: {exc}")
+            return
         try:
             day = time.time() - (time.time() % 86400)
             today = await store.usage_since(day)
@@ -112,6 +126,10 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"  today (UTC): {today.input_tokens + today.cache_read_tokens} in / "
                 f"{today.output_tokens} out tokens, ${today.cost_usd:.4f}"
             )
+            from bot.instances import live_instance_lines
+
+            for line in await live_instance_lines(store):
+                print(f"  instance {line}")
         finally:
             await store.close()
 
@@ -123,9 +141,9 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     config = _load(args)
 
     async def main() -> None:
-        from bot.store import Store
+        from bot.store import open_store
 
-        store = await Store.open(config.db_path)
+        store = await open_store(config.store_target)
         try:
             for s in await store.list_sessions(args.limit):
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
@@ -141,9 +159,9 @@ def cmd_pairing(args: argparse.Namespace) -> int:
     config = _load(args)
 
     async def main() -> int:
-        from bot.store import Store
+        from bot.store import open_store
 
-        store = await Store.open(config.db_path)
+        store = await open_store(config.store_target)
         try:
             if args.action == "list":
                 requests = await store.pairing_requests(args.channel)
@@ -188,8 +206,11 @@ def _alive(pid: int) -> bool:
 def _secrets(config: Config) -> list[str]:
     from channels.registry import secrets
 
-    keys = [provider.api_key for _, provider in config.providers.items()]
-    return [*keys, *secrets(config.channels)]
+    return [
+        *(provider.api_key for _, provider in config.providers.items()),
+        *secrets(config.channels),
+        *mcp_secrets(config.mcp),
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -213,8 +234,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("channel", nargs="?")
     p.add_argument("code", nargs="?")
     from bot.cron_cli import register as register_cron
+    from bot.mcp_cli import register as register_mcp
 
     register_cron(sub, add)
+    register_mcp(sub, add)
+    from bot.store_cli import register as register_store
+
+    register_store(sub, add)
     return parser
 
 

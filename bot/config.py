@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -26,8 +27,11 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
+from bot.config_shape import MAX_NESTING, deeper_than, too_deep
+from bot.mcp_config import McpConfig
 from bot.model_config import ProvidersConfig, missing_key
 from bot.secret_refs import expand_secret_refs
 from channels.options import ChannelPolicy as ChannelPolicy  # re-exported: the access rules
@@ -110,6 +114,15 @@ class ExecConfig(_Model):
     max_processes: int = Field(1024, ge=0)
     max_file_mb: int = Field(1024, ge=0)
 
+    @model_validator(mode="after")
+    def _timeout_within_max(self) -> ExecConfig:
+        if self.timeout_s > self.max_timeout_s:
+            raise ValueError(
+                f"timeout_s ({self.timeout_s:g}) is above max_timeout_s ({self.max_timeout_s:g}); "
+                "lower timeout_s or raise max_timeout_s"
+            )
+        return self
+
 
 class WebFetchConfig(_Model):
     enabled: bool = True
@@ -161,6 +174,18 @@ def _check_timezone(value: str) -> None:
 
 class StoreConfig(_Model):
     path: Path = Path("./data/perch.db")
+    url: str = ""  # postgresql://user:pass@host/db selects PostgreSQL instead of `path`
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: str) -> str:
+        if value and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must start with postgresql:// (or be empty to use store.path)")
+        try:
+            _ = urlsplit(value).port  # a bad host or port fails here
+        except ValueError as exc:
+            raise ValueError(f"is not a valid postgresql:// URL ({exc})") from None
+        return value
 
 
 class GatewayConfig(_Model):
@@ -179,6 +204,22 @@ class HeartbeatConfig(_Model):
     active_hours: str | None = None
     timezone: str | None = None
     target: Literal["owner", "last", "none"] | HeartbeatTarget = "owner"
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target(cls, value: object) -> object:
+        """One message in the user's terms instead of one per member of the union."""
+        usage = "owner, last, none, or {channel: <channel>, to: <chat id>}"
+        if value in ("owner", "last", "none") or isinstance(value, HeartbeatTarget):
+            return value
+        if not isinstance(value, dict):
+            raise ValueError(f"must be {usage}, got {value!r}")
+        missing = [key for key in ("channel", "to") if key not in value]
+        unknown = [str(key) for key in value if key not in ("channel", "to")]
+        if missing or unknown:
+            problem = f"lacks {' and '.join(missing)}" if missing else f"has {', '.join(unknown)}"
+            raise ValueError(f"the target mapping {problem}; write {usage}")
+        return {key: str(item) for key, item in value.items()}
 
     @field_validator("active_hours")
     @classmethod
@@ -211,6 +252,7 @@ class Config(_Model):
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     channels: ChannelsConfig = Field(default_factory=default_channels)
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
     # Where the file was read from; relative paths in it are resolved against its folder.
     source: Path | None = Field(None, exclude=True)
@@ -233,6 +275,11 @@ class Config(_Model):
     @property
     def db_path(self) -> Path:
         return self.resolve(self.store.path)
+
+    @property
+    def store_target(self) -> Path | str:
+        """Where the store is: the PostgreSQL URL if set, else the SQLite file."""
+        return self.store.url or self.db_path
 
 
 def interpolate(value: Any, env: dict[str, str], path: str = "") -> Any:
@@ -273,6 +320,8 @@ def _describe(error: Mapping[str, Any]) -> str:
         "input" in error
         and error["type"] not in ("missing",)
         and not isinstance(error["input"], dict | list)
+        and repr(error["input"]) not in message
+        and f"({error['input']})" not in message
     ):
         message += f" (got {error['input']!r})"
     return f"{where}: {message}" if where else message
@@ -284,6 +333,12 @@ def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
     env = dict(os.environ) if env is None else env
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} on line {line}); "
+            "save the file as UTF-8"
+        ) from None
     except FileNotFoundError:
         raise ConfigError(
             f"{path}: no such file; copy the shipped config.yaml there or pass --config PATH"
@@ -292,6 +347,8 @@ def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
         raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
     try:
         raw = yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(too_deep(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -301,6 +358,8 @@ def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections (agent:, ...)")
+    if deeper_than(raw, MAX_NESTING):
+        raise ConfigError(too_deep(path))
     try:
         data = interpolate(raw, env)
     except ConfigError as exc:

@@ -21,7 +21,7 @@ from bot.config import Config, load_config
 from bot.cron_jobs import POLL_EVERY, CronJob, CronJobs, create_job, describe_target
 from bot.cron_schedule import format_time
 from bot.routing import decode_chat
-from bot.store import Store
+from bot.store import open_store
 
 CLI_MIN_EVERY = 1.0
 
@@ -62,7 +62,7 @@ def cmd_cron(args: argparse.Namespace) -> int:
 
 
 async def _main(config: Config, args: argparse.Namespace) -> int:
-    store = await Store.open(config.db_path)
+    store = await open_store(config.store_target)
     try:
         jobs = CronJobs(store)
         if args.action == "list":

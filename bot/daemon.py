@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import gc
 import json
 import logging
@@ -24,7 +23,7 @@ import signal as signals
 import socket
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from agents.compaction import CompactionPolicy, Compactor
 from agents.loop import AgentLoop
@@ -38,11 +37,14 @@ from bot.access import AccessControl
 from bot.config import Config
 from bot.gateway import Gateway
 from bot.hardening import make_undumpable
+from bot.instances import InstanceBeacon
+from bot.mcp_host import McpHost
 from bot.message_targets import ChatMessenger
 from bot.model_config import build_router
 from bot.owner import policies
 from bot.scheduler import Scheduler
-from bot.store import Store
+from bot.store import AlreadyRunning as StoreAlreadyRunning
+from bot.store import Store, open_store, redact_url
 from bot.subagent_host import LaneAnnouncer, build_subagents
 from bot.toolbelt import build_tools
 from bot.turns import TurnRunner
@@ -71,9 +73,10 @@ class Daemon:
         self.announcer: LaneAnnouncer | None = None
         self.scheduler: Scheduler | None = None
         self._stopped = False
-        self._lock: IO[bytes] | None = None
+        self.beacon: InstanceBeacon | None = None  # set once the instance lock is held
         self._opened: dict[str, Channel] = {}  # channels whose start() was called
         self._step = "starting"
+        self.mcp = McpHost(config)
 
     async def start(self) -> None:
         """Build and start everything; on any failure close what was opened, then raise
@@ -91,10 +94,14 @@ class Daemon:
     async def _start(self) -> None:
         began = time.perf_counter()
         config = self.config
+        self._step = f"opening the store {redact_url(str(config.store_target))}"
+        self.store = await open_store(config.store_target)
         self._step = "taking the instance lock"
-        self._lock = hold_instance_lock(config.db_path)
-        self._step = f"opening the store {config.db_path}"
-        self.store = await Store.open(config.db_path)
+        try:
+            instance_id = await self.store.hold_instance()
+        except StoreAlreadyRunning as exc:
+            raise AlreadyRunning(str(exc)) from None
+        self.beacon = InstanceBeacon(self.store, self.status, instance_id)
         self._step = "building the daemon"
         copied = seed_workspace(config.workspace)
         if copied:
@@ -119,6 +126,7 @@ class Daemon:
         self.tools = build_tools(
             config,
             [SpawnTool(self.subagents), MessageTool(messenger), CronTool(self.scheduler)],
+            self.mcp.start(),
         )
         self.subagents.use_tools(self.tools)
         runner = TurnRunner(config, self.store, agent_loop, prompts, self.tools, self.channels)
@@ -202,6 +210,7 @@ class Daemon:
                 log.warning("cancelled %d run(s) that did not finish in time", cancelled)
         for part, close in (
             ("scheduler", self.scheduler.stop if self.scheduler else None),
+            ("mcp servers", self.mcp.stop),
             ("sub-agents", self.subagents.aclose if self.subagents else None),
             ("announcer", self.announcer.aclose if self.announcer else None),
             ("upkeep", self.upkeep.stop if self.upkeep else None),
@@ -220,13 +229,14 @@ class Daemon:
         if self.client is not None:
             await self.client.aclose()
         if self.store is not None:
+            if self.beacon is not None:
+                await self.beacon.gone()
             try:
                 await asyncio.wait_for(self.store.close(), timeout=5)
             except Exception as exc:
                 log.warning("the store did not close cleanly: %s", exc)
-        if self._lock is not None:  # else the status file is another daemon's
+        if self.beacon is not None:  # else the status file is another daemon's
             status_path(self.config).unlink(missing_ok=True)
-            self._lock.close()  # releases the instance lock
         log.info("stopped")
 
     def status(self) -> dict[str, Any]:
@@ -242,12 +252,14 @@ class Daemon:
             },
             **gateway,
             **(self.scheduler.status() if self.scheduler else {}),
+            **self.mcp.status(),
         }
 
     def write_status(self) -> None:
         """Write `status.json` next to the database (what `perch status` reads)."""
         path = status_path(self.config)
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)  # no SQLite file made it (PostgreSQL)
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.status(), indent=1))
             tmp.replace(path)
@@ -257,6 +269,8 @@ class Daemon:
     async def _write_status_forever(self) -> None:
         while True:
             self.write_status()
+            if self.beacon is not None:
+                await self.beacon.beat()
             await asyncio.sleep(5)
 
 
@@ -271,23 +285,6 @@ class AlreadyRunning(StartupError):
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 300 else text[:299] + "…"
-
-
-def hold_instance_lock(db_path: Path) -> IO[bytes]:
-    """Take the database's instance lock (held until the file is closed or the process
-    dies), so two daemons never answer the same chats from one store."""
-    path = db_path.with_name(db_path.name + ".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+b")  # noqa: SIM115 (held for the daemon's lifetime)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        raise AlreadyRunning(
-            f"another Perch is already running with {db_path}; stop it first "
-            "(perch status shows it)"
-        ) from None
-    return handle
 
 
 def status_path(config: Config) -> Path:

@@ -2,9 +2,10 @@
 
 Each check prints `OK` or `FAIL` with what it found and, on failure, what to do. It checks the
 config, each model provider (`bot.doctor_models`: key accepted, model listed), each enabled
-channel's credentials against its platform (the plug-in's `probe`), the database (opens,
-migrates, takes the write lock), the workspace files, and the timezone. Exit code 0 when
-everything passed, 1 otherwise, 78 when the config itself cannot be read.
+channel's credentials against its platform (the plug-in's `probe`), each enabled MCP server
+(it must start and list its tools), the database (opens, migrates, takes the write lock), the
+workspace files, and the timezone. Exit code 0 when everything passed, 1 otherwise, 78 when
+the config itself cannot be read.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import httpx
 
 from bot.config import Config
 from bot.doctor_models import model_checks
-from bot.store import MIGRATIONS, Store
+from bot.mcp_cli import doctor_checks as mcp_doctor_checks
+from bot.store import open_store, redact_url
 from bot.workspace import bootstrap_dir
 from channels import registry
 from channels.options import ChannelOptions
@@ -56,6 +58,7 @@ async def run_checks(config: Config) -> list[Check]:
                 probes.append(partial(_channel, name, options, plugin.probe, http))
         checks.extend(await model_probe)
         checks.extend(await asyncio.gather(*(probe() for probe in probes)))
+    checks.extend(await mcp_doctor_checks(config))
     checks.append(await _database(config))
     checks.append(_workspace(config))
     checks.append(_timezone(config))
@@ -81,33 +84,35 @@ async def _channel(
 
 
 async def _database(config: Config) -> Check:
-    path = config.db_path
+    """Open (and migrate) the store, check a write transaction and the schema version."""
+    where = config.store_target
+    if config.store.url:
+        shown = redact_url(config.store.url)
+        fix_open = "check store.url and that the PostgreSQL server runs and accepts you"
+        fix_write = "grant the store.url user write access (and use the primary server)"
+    else:
+        shown = str(where)
+        fix_open = f"make {config.db_path.parent} writable by the service user"
+        fix_write = f"make {where} writable by the service user"
     try:
-        store = await Store.open(path)
+        store = await open_store(where)
     except Exception as exc:
-        return Check(
-            False, "database", f"{path}: {exc}", f"make {path.parent} writable by the service user"
-        )
+        return Check(False, "database", f"{shown}: {exc}", fix_open)
     try:
         version = await store.schema_version()
-        await store.execute("UPDATE sessions SET updated_at = updated_at WHERE 0")
+        await store.check_writable()
     except Exception as exc:
-        return Check(
-            False,
-            "database",
-            f"{path}: not writable ({exc})",
-            f"make {path} writable by the service user",
-        )
+        return Check(False, "database", f"{shown}: not writable ({exc})", fix_write)
     finally:
         await store.close()
-    if version != len(MIGRATIONS):
+    if version != store.latest_schema:
         return Check(
             False,
             "database",
-            f"schema {version}, expected {len(MIGRATIONS)}",
+            f"schema {version}, expected {store.latest_schema}",
             "restart Perch to migrate",
         )
-    return Check(True, "database", f"{path} writable, schema {version}")
+    return Check(True, "database", f"{store.location} writable, schema {version}")
 
 
 def _workspace(config: Config) -> Check:

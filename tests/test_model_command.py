@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from bot.doctor import run_checks
-from bot.store import Store
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.chat import MemoryChannel
 from tests.fakes.openai import FakeOpenAI
@@ -201,18 +200,3 @@ async def test_doctor_checks_each_provider_and_names_the_failing_one(
         .line()
         .startswith("FAIL  model local: provider local: the API key was rejected (401)")
     )
-
-
-async def test_the_store_keeps_one_model_per_session_key(tmp_path: Path) -> None:
-    store = await Store.open(tmp_path / "perch.db")
-    try:
-        assert await store.session_model("k") == ""
-        await store.set_session_model("k", "local/qwen3:8b")
-        await store.set_session_model("k", "local/phi4")
-        await store.set_session_model("other", "claude-haiku-4-5")
-        assert await store.session_model("k") == "local/phi4"
-        await store.set_session_model("k", "")
-        assert await store.session_model("k") == ""
-        assert await store.session_model("other") == "claude-haiku-4-5"
-    finally:
-        await store.close()

@@ -23,7 +23,7 @@ from bot.daemon import Daemon
 from bot.routing import encode_chat
 from bot.scheduler import Scheduler
 from bot.sessions import SessionKey
-from bot.store import Store
+from bot.store import open_store
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import make_config, running_daemon
@@ -68,7 +68,7 @@ async def runs(daemon: Daemon, job_id: str) -> list[CronRun]:
 
 async def seed(tmp_path: Path, *requests: tuple[CronRequest, float]) -> list[str]:
     """Write jobs into the daemon's database before it starts, each created at a given time."""
-    store = await Store.open(tmp_path / "data" / "perch.db")
+    store = await open_store(tmp_path / "data" / "perch.db")
     try:
         jobs = CronJobs(store)
         return [
