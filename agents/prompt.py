@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from agents.model import Block
+from agents.model import TextBlock
 
 PromptMode = Literal["full", "minimal"]
 FULL_FILES = ("IDENTITY.md", "SOUL.md", "USER.md", "AGENTS.md", "TOOLS.md", "MEMORY.md")
@@ -78,7 +78,7 @@ class PromptBuilder:
         self._files: dict[str, _CachedFile | None] = {}
         self._stable: dict[PromptMode, tuple[tuple[object, ...], str]] = {}
 
-    def build(self, mode: PromptMode, runtime: RuntimeInfo) -> list[Block]:
+    def build(self, mode: PromptMode, runtime: RuntimeInfo) -> list[TextBlock]:
         stable = self._stable_text(mode)
         return [
             {"type": "text", "text": stable, "cache_control": {"type": "ephemeral"}},

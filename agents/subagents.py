@@ -92,6 +92,7 @@ class _Child:
     token: CancelToken
     timeout_s: float
     detached: bool
+    model: str | None = None
     timed_out: bool = False
 
 
@@ -114,6 +115,7 @@ class SubagentRunner:
         agent_id: str,
         limits: SubagentLimits | None = None,
         timezone: str = "UTC",
+        model: str | None = None,
     ) -> None:
         self.loop = loop
         self.prompts = prompts
@@ -122,6 +124,7 @@ class SubagentRunner:
         self.agent_id = agent_id
         self.limits = limits or SubagentLimits()
         self.timezone = timezone
+        self.model = model  # None: a child uses its parent's model
         self._tools = ToolRegistry()
         self._slots = asyncio.Semaphore(self.limits.max_concurrent)
         self._per_run: OrderedDict[str, int] = OrderedDict()
@@ -201,6 +204,7 @@ class SubagentRunner:
             token=ctx.cancel.child(),
             timeout_s=self._timeout(timeout_s),
             detached=detached,
+            model=self.model or ctx.model,
         )
         self._children[child.key] = child
         log.info(
@@ -350,7 +354,7 @@ class SubagentRunner:
         runtime = RuntimeInfo(
             agent_id=self.agent_id,
             session_key=child.key,
-            model=self.loop.model,
+            model=child.model or self.loop.model,
             timezone=self.timezone,
             extra=f"You are sub-agent {child.label!r} (depth {child.depth}); your final "
             "answer is returned to the agent that started you, not shown to a person.",
@@ -368,8 +372,10 @@ class SubagentRunner:
                 origin=child.origin,
                 depth=child.depth,
                 run_id=run_id,
+                model=child.model,
             ),
             cancel=child.token,
+            model=child.model,
         )
 
 

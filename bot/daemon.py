@@ -28,7 +28,7 @@ from typing import Any
 from agents.compaction import CompactionPolicy, Compactor
 from agents.loop import AgentLoop
 from agents.prompt import PromptBuilder
-from agents.provider import AnthropicClient
+from agents.providers.router import ModelRouter
 from agents.subagents import SpawnTool, SubagentRunner
 from agents.tools.base import ToolRegistry
 from agents.tools.cron import CronTool
@@ -41,6 +41,7 @@ from bot.hardening import make_undumpable
 from bot.instances import InstanceBeacon
 from bot.mcp_host import McpHost
 from bot.message_targets import ChatMessenger
+from bot.model_config import build_router
 from bot.owner import policies
 from bot.scheduler import Scheduler
 from bot.store import AlreadyRunning as StoreAlreadyRunning
@@ -62,7 +63,7 @@ class Daemon:
         self._given_channels = channels
         self.store: Store | None = None
         self.gateway: Gateway | None = None
-        self.client: AnthropicClient | None = None
+        self.client: ModelRouter | None = None
         self.channels: dict[str, Channel] = {}
         self.tools = ToolRegistry()
         self.stopping = asyncio.Event()
@@ -106,13 +107,7 @@ class Daemon:
         copied = seed_workspace(config.workspace)
         if copied:
             log.info("workspace %s seeded with %s", config.workspace, ", ".join(copied))
-        provider = config.providers.anthropic
-        self.client = AnthropicClient(
-            provider.api_key,
-            provider.base_url,
-            timeout=provider.timeout_s,
-            fallback_models=config.agent.fallback_models,
-        )
+        self.client = build_router(config)
         agent_loop = AgentLoop(
             self.client,
             config.agent.model,
@@ -161,6 +156,7 @@ class Daemon:
         self.upkeep = SessionUpkeep(config, self.store, compactor, prompts)
         runner.add_usage_listener(self.upkeep.after_run)
         self.gateway.compactor = self.upkeep.compact_now
+        runner.models = self.upkeep.models = self.gateway.commands.models
         self.announcer.bind(self.gateway)
         self.gateway.cancel_children = self.subagents.cancel_children_of
         for name, channel in self.channels.items():

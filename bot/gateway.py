@@ -100,7 +100,7 @@ class Gateway:
             if not await self.access.is_authorised(inbound):
                 log.info("command /%s from unauthorised %s ignored", command, _where(inbound))
                 return
-            reply = await self.commands.handle(command, key)
+            reply = await self.commands.handle(command, key, inbound.text)
             await self._send(inbound.chat, reply)
             return
         access = await self.access.check(inbound)

@@ -10,7 +10,7 @@ and names the workspace folder other files are saved under.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,32 +58,16 @@ def transcription_endpoint(config: Config) -> Endpoint | None:
     wanted = config.media.transcription
     if wanted is None:
         return None
-    found = _provider(config, wanted.provider)
+    found = config.providers.get(wanted.provider)
     if found is None:
         raise ValueError(
             f"media.transcription.provider: no provider {wanted.provider!r} under providers:; "
             f"add providers.{wanted.provider}: {{kind: openai, base_url: ..., api_key: ...}}"
         )
-    kind = str(_field(found, "kind") or "anthropic")  # a provider's kind defaults to anthropic
-    if kind != "openai":
+    if found.kind != "openai":
         raise ValueError(
-            f"media.transcription.provider: providers.{wanted.provider} is kind {kind!r}; "
+            f"media.transcription.provider: providers.{wanted.provider} is kind {found.kind!r}; "
             "speech-to-text needs a provider of kind: openai"
         )
-    base_url = str(_field(found, "base_url") or "https://api.openai.com/v1").rstrip("/")
-    return Endpoint(base_url, str(_field(found, "api_key") or ""), wanted.model)
-
-
-def _provider(config: Config, name: str) -> object | None:
-    providers: Any = config.providers
-    getter = getattr(providers, "get", None)
-    if callable(getter):
-        return getter(name)
-    extra = getattr(providers, "model_extra", None) or {}
-    return extra.get(name) or getattr(providers, name, None)
-
-
-def _field(found: object, name: str) -> object:
-    if isinstance(found, dict):
-        return found.get(name)
-    return getattr(found, name, None)
+    base_url = (found.base_url or "https://api.openai.com/v1").rstrip("/")
+    return Endpoint(base_url, found.api_key, wanted.model)

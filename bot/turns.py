@@ -30,6 +30,7 @@ from bot.config import Config
 from bot.delivery import TurnReply
 from bot.lanes import Pending, Turn
 from bot.logs import run_id_var, session_var
+from bot.model_choice import ModelChoices
 from bot.routing import encode_chat
 from bot.sessions import SessionKey
 from bot.store import SessionRow, Store
@@ -82,6 +83,7 @@ class TurnRunner:
         self.window = config.agent.context_window or context_window(config.agent.model)
         self.after_run: list[SessionListener] = []
         self.media: ChatMedia | None = None  # attachments in, files and reactions out
+        self.models: ModelChoices | None = None  # /model choices; None: always agent.model
 
     async def run(
         self, key: SessionKey, turn: Turn, chat: ChatRef | None, mode: PromptMode = "full"
@@ -156,10 +158,11 @@ class TurnRunner:
         session = await self.store.session(str(key))
         stored = await self.store.messages(session.id)
         history = self._history(session, stored)
+        chosen = await self.models.chosen(str(key)) if self.models is not None else ""
         runtime = RuntimeInfo(
             agent_id=self.config.agent.id,
             session_key=str(key),
-            model=self.config.agent.model,
+            model=chosen or self.config.agent.model,
             timezone=self.config.agent.timezone,
             chat_hint=registry.capabilities(chat.channel).chat_hint if chat else "",
         )
@@ -176,9 +179,11 @@ class TurnRunner:
                 origin=origin if origin is not None else _origin(chat),
                 depth=key.depth,
                 run_id=turn.run_id,
+                model=chosen or None,
             ),
             cancel=turn.cancel,
             steer=turn.steer,
+            model=chosen or None,
         )
         started = time.perf_counter()
         async with AsyncExitStack() as stack:
@@ -200,9 +205,10 @@ class TurnRunner:
             )
             delivered = await _deliver(result, reply)
         log.info(
-            "turn %s in %.2fs, %d iterations, %d+%d tokens, $%.4f",
+            "turn %s in %.2fs by %s, %d iterations, %d+%d tokens, $%.4f",
             result.status,
             time.perf_counter() - started,
+            result.model,
             result.iterations,
             result.usage.input_tokens,
             result.usage.output_tokens,
