@@ -29,7 +29,8 @@ from agents.compaction import CompactionPolicy, Compactor
 from agents.loop import AgentLoop
 from agents.prompt import PromptBuilder
 from agents.providers.router import ModelRouter
-from agents.subagents import SpawnTool, SubagentRunner
+from agents.spawn_tool import SpawnTool
+from agents.subagents import SubagentRunner
 from agents.tools.base import ToolRegistry
 from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
