@@ -117,6 +117,23 @@ def read_bytes(
     return data
 
 
+def open_regular(workspace: Path, parts: Sequence[str], shown: str, flags: int) -> int:
+    """A descriptor of the regular file at `parts`, opened beneath the workspace without
+    following symlinks (`flags` e.g. O_RDONLY or O_WRONLY | O_APPEND); refuses anything that
+    is not a regular file with exactly one hard link. The caller closes it."""
+    with workspace_fd(workspace) as root:
+        try:
+            fd = open_beneath(root, parts, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as exc:
+            raise os_problem(exc, shown, "open") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        os.close(fd)
+        why = "is not a regular file" if not stat.S_ISREG(st.st_mode) else "has several hard links"
+        raise ToolError(f"{shown} {why}, so it may not be a workspace file; refused")
+    return fd
+
+
 def write_atomic(workspace: Path, parts: Sequence[str], shown: str, data: bytes) -> None:
     """Replace the file with `data` via a temp file and rename in its (no-follow) parent."""
     if not parts:
