@@ -1,4 +1,5 @@
-"""Chat commands that never reach the model: /stop, /stopall, /new, /reset, /status, /help.
+"""Chat commands that never reach the model: /stop, /stopall, /new, /reset, /status, /model,
+/help.
 
 `parse_command(text)` recognises `/cmd` and `/cmd@botname` (any case) at the start of a
 message. `Commands.handle(name, key)` acts through the small `SessionControl` protocol the
@@ -13,10 +14,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bot.config import Config
+from bot.model_choice import ModelChoices
 from bot.sessions import SessionKey
 from bot.store import Store
 
-COMMANDS = ("stop", "stopall", "new", "reset", "status", "help", "compact")
+COMMANDS = ("stop", "stopall", "new", "reset", "status", "help", "compact", "model")
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@[A-Za-z0-9_]+)?(?:\s|$)")
 
 HELP = """\
@@ -27,6 +29,7 @@ Commands:
 /reset - clear this conversation's history
 /compact - summarise the conversation now to free context
 /status - model, usage and what is running
+/model - list models; /model <provider>/<model> switches this chat, /model default resets
 /help - this list"""
 
 
@@ -66,6 +69,7 @@ class Commands:
         self._control = control
         self._store = store
         self._config = config
+        self.models = ModelChoices(store, config)
         self.remote: RemoteControl | None = None  # set when instances share the store
 
     async def _remote(self, key: SessionKey, *, everything: bool) -> int:
@@ -73,7 +77,7 @@ class Commands:
             return 0
         return await self.remote.stop(str(key), everything=everything)
 
-    async def handle(self, name: str, key: SessionKey) -> str:
+    async def handle(self, name: str, key: SessionKey, text: str = "") -> str:
         if name == "stop":
             if self._control.stop_oldest(key) or await self._remote(key, everything=False):
                 return "Stopped."
@@ -98,6 +102,9 @@ class Commands:
             return await self._control.compact_now(key)
         if name == "status":
             return await self._status(key)
+        if name == "model":
+            argument = text.strip().partition(" ")[2]
+            return await self.models.command(str(key), argument)
         return HELP
 
     async def _status(self, key: SessionKey) -> str:
@@ -105,7 +112,11 @@ class Commands:
         info = self._control.lane_info(key)
         day_start = time.time() - (time.time() % 86400)
         today = await self._store.usage_since(day_start)
-        lines = [f"Model: {self._config.agent.model}"]
+        current = await self.models.current(str(key))
+        chosen = " (chosen with /model)" if await self.models.chosen(str(key)) else ""
+        lines = [f"Model: {current}{chosen}"]
+        if session is not None and session.model and session.model != current:
+            lines.append(f"Last answer from: {session.model} (fallback)")
         if session is not None:
             count = await self._store.count_messages(session.id)
             lines.append(

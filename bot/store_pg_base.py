@@ -135,7 +135,15 @@ MIGRATIONS: list[str] = [
         detail TEXT NOT NULL DEFAULT '{}'
     );
     """,
-    # 3: claims across instances (cron slots, heartbeats, session slots; bot/claims.py) and
+    # 3: the model a chat chose with /model
+    """
+    CREATE TABLE session_models (
+        session_key TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    );
+    """,
+    # 4: claims across instances (cron slots, heartbeats, session slots; bot/claims.py) and
     # /stop requests for runs on other instances (bot/stops.py)
     """
     CREATE TABLE claims (

@@ -133,7 +133,15 @@ MIGRATIONS: list[str] = [
         detail TEXT NOT NULL DEFAULT '{}'
     );
     """,
-    # 4: claims and stop requests (several instances only share PostgreSQL)
+    # 4: the model a chat chose with /model
+    """
+    CREATE TABLE session_models (
+        session_key TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    """,
+    # 5: claims and stop requests (several instances only share PostgreSQL)
     """
     CREATE TABLE claims (
         name TEXT NOT NULL,

@@ -794,3 +794,14 @@ async def test_stop_requests_reach_the_other_handles_only(backend: Backend) -> N
 
 async def _holder(store: Store) -> str:
     return str(store.holder)  # type: ignore[attr-defined]
+
+
+async def test_one_model_choice_per_session_key(store: Store) -> None:
+    assert await store.session_model("k") == ""
+    await store.set_session_model("k", "local/qwen3:8b")
+    await store.set_session_model("k", "local/phi4")
+    await store.set_session_model("other", "claude-haiku-4-5")
+    assert await store.session_model("k") == "local/phi4"
+    await store.set_session_model("k", "")
+    assert await store.session_model("k") == ""
+    assert await store.session_model("other") == "claude-haiku-4-5"

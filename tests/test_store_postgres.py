@@ -23,6 +23,7 @@ from bot.config import ConfigError
 from bot.doctor import run_checks
 from bot.store import InstanceRow, open_store
 from bot.store_pg_base import INSTANCE_LOCK
+from bot.store_pg_base import MIGRATIONS as PG_MIGRATIONS
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import make_config, running_daemon
@@ -105,7 +106,7 @@ async def test_doctor_checks_the_connection_and_schema_without_showing_the_passw
     checks = {c.name: c for c in await run_checks(config)}
     database = checks["database"]
     assert database.ok, database.line()
-    assert database.detail.endswith("writable, schema 3")
+    assert database.detail.endswith(f"writable, schema {len(PG_MIGRATIONS)}")
     assert "s3cret" not in database.line() and "postgres:***@" in database.detail
 
 
