@@ -24,6 +24,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -128,6 +129,8 @@ class SubagentRunner:
         self._children: dict[str, _Child] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._running = 0
+        # Returns why no sub-agent may start now (the daemon's spending guard), or "".
+        self.gate: Callable[[], Awaitable[str]] | None = None
 
     def use_tools(self, tools: ToolRegistry) -> None:
         """Give the runner the main agent's registry; children get restricted views of it."""
@@ -168,6 +171,8 @@ class SubagentRunner:
                 f"cannot spawn {label!r}: this agent is at sub-agent depth {ctx.depth}, the "
                 f"limit set by agent.max_spawn_depth ({limits.max_depth}); do the task yourself"
             )
+        if self.gate is not None and (why := await self.gate()):
+            raise ToolError(f"cannot spawn {label!r} now: {why}")
         run = ctx.run_id or ctx.session_key
         spawned = self._per_run.get(run, 0)
         if spawned >= limits.max_children_per_run:

@@ -1,8 +1,11 @@
-"""Chat commands that never reach the model: /stop, /stopall, /new, /reset, /status, /help.
+"""Chat commands that never reach the model: /stop, /stopall, /new, /reset, /status, /help,
+/compact, /budget.
 
 `parse_command(text)` recognises `/cmd` and `/cmd@botname` (any case) at the start of a
-message. `Commands.handle(name, key)` acts through the small `SessionControl` protocol the
-gateway implements, and returns the reply text (DESIGN section 3, step 3).
+message. `Commands.handle(name, key, inbound)` acts through the small `SessionControl`
+protocol the gateway implements, and returns the reply text (DESIGN section 3, step 3).
+`unknown_command_reply(text)` answers any other `/word` (from a sender who is let in) with
+the list of commands, on every platform, instead of sending it to the model.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from typing import Protocol
 from bot.config import Config
 from bot.sessions import SessionKey
 from bot.store import Store
+from channels.base import Inbound
 
-COMMANDS = ("stop", "stopall", "new", "reset", "status", "help", "compact")
+COMMANDS = ("stop", "stopall", "new", "reset", "status", "help", "compact", "budget")
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@[A-Za-z0-9_]+)?(?:\s|$)")
 
 HELP = """\
@@ -27,6 +31,7 @@ Commands:
 /reset - clear this conversation's history
 /compact - summarise the conversation now to free context
 /status - model, usage and what is running
+/budget - today's spend against the daily budget (/budget lift: owner only)
 /help - this list"""
 
 
@@ -37,6 +42,18 @@ def parse_command(text: str) -> str | None:
         return None
     name = match.group(1).lower()
     return name if name in COMMANDS else None
+
+
+def unknown_command_reply(text: str) -> str:
+    """The answer to a `/word` that is not one of ours, or "" for any other text."""
+    match = _COMMAND.match(text.strip())
+    if match is None or match.group(1).lower() in COMMANDS:
+        return ""
+    return f"Unknown command /{match.group(1)}.\n{HELP}"
+
+
+class BudgetControl(Protocol):
+    async def command(self, argument: str, *, is_owner: bool) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +77,9 @@ class Commands:
         self._control = control
         self._store = store
         self._config = config
+        self.budget: BudgetControl | None = None
 
-    async def handle(self, name: str, key: SessionKey) -> str:
+    async def handle(self, name: str, key: SessionKey, inbound: Inbound | None = None) -> str:
         if name == "stop":
             return "Stopped." if self._control.stop_oldest(key) else "Nothing to stop."
         if name == "stopall":
@@ -81,7 +99,23 @@ class Commands:
             return await self._control.compact_now(key)
         if name == "status":
             return await self._status(key)
+        if name == "budget":
+            if self.budget is None:
+                return "There is no daily budget (agent.budget.daily_usd is 0)."
+            argument = inbound.text.strip().partition(" ")[2] if inbound else ""
+            return await self.budget.command(argument, is_owner=self._is_owner(inbound))
         return HELP
+
+    def _is_owner(self, inbound: Inbound | None) -> bool:
+        """The console, or a DM from an id listed in the channel's allow_from."""
+        if inbound is None:
+            return False
+        chat = inbound.chat
+        if chat.channel == "console":
+            return True
+        policy = getattr(self._config.channels, chat.channel, None)
+        allow = getattr(policy, "allow_from", [])
+        return not chat.is_group and inbound.sender_id in allow and inbound.sender_id != "*"
 
     async def _status(self, key: SessionKey) -> str:
         session = await self._store.find_session(str(key))

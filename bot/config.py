@@ -3,8 +3,11 @@
 `load_config(path)` reads the file, interpolates environment variables, and validates it with
 the pydantic models below. Every failure becomes one `ConfigError` whose message names the
 file, the key path and the problem; the CLI prints it and exits with `EXIT_CONFIG` (78, which
-the systemd unit lists in `RestartPreventExitStatus`). Durations accept `45s`, `10m`, `2h`,
-`1d`, plain seconds, or `0`.
+the systemd unit lists in `RestartPreventExitStatus`). Durations need a unit (`45s`, `10m`,
+`2h`, `1d`, `250ms`); a bare `0` (off) is the only number accepted, so `every: 30` is an error
+rather than a silent 30 seconds. `load_config(path, lenient=True)` is for commands that never
+use secrets (status, pairing, cron, ...): an unset `${VAR}` stays as its literal text and is
+listed in `Config.unresolved` instead of failing.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from pydantic import (
     model_validator,
 )
 
+from bot.budget import BudgetConfig
+
 EXIT_CONFIG = 78
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
@@ -40,18 +45,26 @@ class ConfigError(Exception):
 
 
 def parse_duration(value: object) -> float:
-    """Seconds from `30m`, `45s`, `2h`, `1d`, `250ms`, a number, or `0`."""
+    """Seconds from `30m`, `45s`, `2h`, `1d`, `250ms`, or `0` (a bare number needs a unit)."""
     if isinstance(value, bool):
         raise ValueError("expected a duration such as 45s, 10m or 2h")
     if isinstance(value, int | float):
         if value < 0:
             raise ValueError("a duration cannot be negative")
-        return float(value)
+        if value == 0:
+            return 0.0
+        raise ValueError(_needs_unit(value))
     if isinstance(value, str):
         match = _DURATION.match(value)
         if match:
+            if match.group(2) is None and float(match.group(1)) != 0:
+                raise ValueError(_needs_unit(match.group(1)))
             return float(match.group(1)) * _UNITS[match.group(2)]
     raise ValueError(f"expected a duration such as 45s, 10m or 2h, got {value!r}")
+
+
+def _needs_unit(number: object) -> str:
+    return f"a duration needs a unit: write {number}s, {number}m or {number}h (0 means off)"
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
@@ -135,6 +148,7 @@ class AgentConfig(_Model):
     subagents: SubagentConfig = Field(default_factory=SubagentConfig)
     exec: ExecConfig = Field(default_factory=ExecConfig)
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
 
     @field_validator("timezone")
     @classmethod
@@ -324,6 +338,8 @@ class Config(_Model):
 
     # Where the file was read from; relative paths in it are resolved against its folder.
     source: Path | None = Field(None, exclude=True)
+    # `${VAR}`s left unset by a lenient load, as "key.path: VAR" (see `load_config`).
+    unresolved: list[str] = Field(default_factory=list, exclude=True)
 
     def resolve(self, path: Path) -> Path:
         """A path from the config made absolute against the config file's folder."""
@@ -340,12 +356,20 @@ class Config(_Model):
         return self.resolve(self.store.path)
 
 
-def interpolate(value: Any, env: dict[str, str], path: str = "") -> Any:
-    """Replace `${VAR}` and `${VAR:-default}` in every string of a parsed YAML tree."""
+def interpolate(
+    value: Any, env: dict[str, str], path: str = "", missing: list[str] | None = None
+) -> Any:
+    """Replace `${VAR}` and `${VAR:-default}` in every string of a parsed YAML tree.
+
+    With a `missing` list, an unset variable is left as written and noted there as
+    "key.path: VAR" instead of raising."""
     if isinstance(value, dict):
-        return {k: interpolate(v, env, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        return {
+            k: interpolate(v, env, f"{path}.{k}" if path else str(k), missing)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [interpolate(v, env, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [interpolate(v, env, f"{path}[{i}]", missing) for i, v in enumerate(value)]
     if not isinstance(value, str):
         return value
 
@@ -356,6 +380,9 @@ def interpolate(value: Any, env: dict[str, str], path: str = "") -> Any:
             return found
         if default is not None:
             return default
+        if missing is not None:
+            missing.append(f"{path}: {name}")
+            return match.group(0)
         hint = (
             "export ANTHROPIC_API_KEY=sk-ant-... (or put it in the EnvironmentFile of the "
             "systemd unit)"
@@ -381,8 +408,12 @@ def _describe(error: Mapping[str, Any]) -> str:
     return f"{where}: {message}" if where else message
 
 
-def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
-    """Read, interpolate and validate a config file, or raise one readable `ConfigError`."""
+def load_config(
+    path: Path | str, env: dict[str, str] | None = None, *, lenient: bool = False
+) -> Config:
+    """Read, interpolate and validate a config file, or raise one readable `ConfigError`.
+
+    `lenient`: unset `${VAR}`s don't fail; they are listed in `Config.unresolved`."""
     path = Path(path)
     env = dict(os.environ) if env is None else env
     try:
@@ -404,8 +435,9 @@ def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections (agent:, ...)")
+    missing: list[str] | None = [] if lenient else None
     try:
-        data = interpolate(raw, env)
+        data = interpolate(raw, env, missing=missing)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     try:
@@ -414,6 +446,7 @@ def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
         problems = [_describe(e) for e in exc.errors()]
         raise ConfigError(f"{path}: " + "; ".join(problems)) from None
     config.source = path.resolve()
+    config.unresolved = missing or []
     return config
 
 

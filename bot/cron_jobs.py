@@ -247,6 +247,9 @@ def describe_chat(chat: ChatRef) -> str:
     return f"{where} thread {chat.thread_id}" if chat.thread_id else where
 
 
+FAST_MIN_EVERY = 1.0  # the floor for a job that says allow_fast
+
+
 async def create_job(
     jobs: CronJobs,
     request: CronRequest,
@@ -260,6 +263,8 @@ async def create_job(
     message = request.message.strip()
     if not message:
         raise ValueError("the message is empty: say what should happen when the job fires")
+    if request.allow_fast:
+        min_every = min(min_every, FAST_MIN_EVERY)
     schedule = parse_schedule(
         request.kind, request.expr, request.tz or default_tz, now=now, min_every=min_every
     )

@@ -354,6 +354,7 @@ def parse_schedule(
         if seconds < min_every or seconds <= 0:
             raise ValueError(
                 f"every {text!r} is too often; the shortest interval is {min_every:g} s"
+                + (" (a job that must run more often says allow_fast)" if min_every >= 60 else "")
             )
         return Schedule("every", text.replace(" ", ""), tz)
     return Schedule("cron", parse_cron(text).text, tz)

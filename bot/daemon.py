@@ -32,9 +32,12 @@ from agents.tools.base import ToolRegistry
 from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
 from bot.access import AccessControl
+from bot.budget import Budget
 from bot.config import ChannelPolicy, Config
+from bot.control_server import ControlServer, start_control
 from bot.gateway import Gateway
 from bot.message_targets import ChatMessenger
+from bot.owner_notices import install_guards
 from bot.scheduler import Scheduler
 from bot.store import Store
 from bot.subagent_host import LaneAnnouncer, build_subagents
@@ -65,6 +68,8 @@ class Daemon:
         self.scheduler: Scheduler | None = None
         self._stopped = False
         self._lock: IO[bytes] | None = None
+        self.budget: Budget | None = None
+        self.control: ControlServer | None = None
 
     async def start(self) -> None:
         began = time.perf_counter()
@@ -129,6 +134,7 @@ class Daemon:
         self.gateway.compactor = self.upkeep.compact_now
         self.announcer.bind(self.gateway)
         self.gateway.cancel_children = self.subagents.cancel_children_of
+        self.budget = install_guards(self)
         for name, channel in self.channels.items():
             try:
                 await channel.start(self.gateway.on_message)
@@ -139,6 +145,7 @@ class Daemon:
         if recovered:
             log.info("re-running %d message(s) left unfinished by the last run", recovered)
         await self.scheduler.start(self.gateway)
+        self.control = await start_control(self)
         self.started_at = time.time()
         self._status_task = asyncio.create_task(self._write_status_forever())
         log.info(
@@ -179,6 +186,8 @@ class Daemon:
         log.info("shutting down")
         if self._status_task is not None:
             self._status_task.cancel()
+        if self.control is not None:
+            await self.control.stop()
         if self.gateway is not None:
             cancelled = await self.gateway.drain(self.config.gateway.shutdown_grace)
             if cancelled:

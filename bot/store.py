@@ -262,10 +262,11 @@ class Store:
         )
         return next((SessionRow(*row) for row in rows), None)
 
-    async def list_sessions(self, limit: int = 100) -> list[SessionRow]:
+    async def list_sessions(self, limit: int = 100, *, archived: bool = False) -> list[SessionRow]:
+        """Most recent first; with `archived`, archived conversations (`/new`) too."""
+        where = "" if archived else "WHERE archived = 0 "
         async with self._db.execute(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE archived = 0 "
-            "ORDER BY updated_at DESC LIMIT ?",
+            f"SELECT {_SESSION_COLUMNS} FROM sessions {where}ORDER BY updated_at DESC LIMIT ?",
             (limit,),
         ) as cur:
             rows = await cur.fetchall()
@@ -542,6 +543,23 @@ class Store:
                 (channel, request.sender_id),
             )
         return request
+
+    async def approved_senders(self, channel: str | None = None) -> list[tuple[str, str, float]]:
+        """(channel, sender id, approved at) of every sender approved by pairing."""
+        sql = "SELECT channel, sender_id, approved_at FROM approved_senders"
+        params: tuple[Any, ...] = (channel,) if channel else ()
+        sql += " WHERE channel = ?" if channel else ""
+        rows = await self._db.execute_fetchall(sql + " ORDER BY channel, approved_at", params)
+        return [(str(r[0]), str(r[1]), float(r[2])) for r in rows]
+
+    async def pairing_revoke(self, channel: str, sender_id: str) -> bool:
+        """Withdraw an approval; False if the sender was not approved."""
+        async with self._transaction() as db:
+            cur = await db.execute(
+                "DELETE FROM approved_senders WHERE channel = ? AND sender_id = ?",
+                (channel, sender_id),
+            )
+        return cur.rowcount > 0
 
     # -- generic access for the scheduler ------------------------------------------------
 
