@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import Config, load_config
-from bot.control_ops import OpContext, Reply, run_op, socket_path
+from bot.control_ops import OpContext, Reply, run_op, socket_path, unresolved_notes
 
 CONNECT_TIMEOUT = 2.0
 ANSWER_TIMEOUT = 30.0  # a chat turn has none: it takes as long as the model does
@@ -82,9 +82,11 @@ async def dispatch(config: Config, op: str, payload: dict[str, Any]) -> Reply:
 
         return await chat_standalone(config, str(payload["text"]), payload.get("session"))
     if op == "status":
+        notes = unresolved_notes(config)
         payload = {**payload, "offline_status": _status_file(config)}
         if not config.db_path.exists():
-            return Reply(0, f"Perch is not running (no database yet at {config.db_path}).\n")
+            lines = [f"Perch is not running (no database yet at {config.db_path}).", *notes]
+            return Reply(0, "\n".join(lines) + "\n")
     from bot.store import Store
 
     store = await Store.open(config.db_path)
