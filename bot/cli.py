@@ -42,7 +42,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bot.daemon import AlreadyRunning, Daemon
     from bot.logs import setup_logging
 
-    setup_logging(config.logging.level, config.logging.format, _secrets(config))
+    setup_logging(
+        config.logging.level,
+        config.logging.format,
+        _secrets(config),
+        file=config.resolve(config.logging.file) if config.logging.file else None,
+        quiet_stderr=config.channels.console.enabled and sys.stdin.isatty(),
+    )
     try:
         asyncio.run(Daemon(config).run())
     except AlreadyRunning as exc:

@@ -220,6 +220,7 @@ class HeartbeatConfig(_Model):
 class LoggingConfig(_Model):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["text", "json"] = "text"
+    file: Path | None = None  # also log here (the console keeps stderr to warnings)
 
 
 class ChannelPolicy(_Model):

@@ -347,7 +347,9 @@ def parse_schedule(
     if kind == "every":
         try:
             seconds = parse_duration(text)
-        except ValueError:
+        except ValueError as exc:
+            if "needs a unit" in str(exc):
+                raise ValueError(f"every {text!r}: {exc}") from None
             raise ValueError(
                 f"every {text!r} is not a duration; write e.g. 45s, 10m, 2h or 1d"
             ) from None

@@ -160,12 +160,19 @@ class Daemon:
     def request_stop(self) -> None:
         self.stopping.set()
 
+    def _on_signal(self) -> None:
+        """The first SIGINT/SIGTERM stops cleanly; a second one (Ctrl-C again) exits now."""
+        if self.stopping.is_set():
+            log.warning("second interrupt: exiting at once without a clean shutdown")
+            os._exit(130)
+        self.request_stop()
+
     async def run(self) -> None:
         """Start, then serve until SIGINT/SIGTERM (or `request_stop`), then stop."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, self.request_stop)
+                loop.add_signal_handler(sig, self._on_signal)
         await self.start()
         # What start-up built lives as long as the process: keep the collector off it
         # (a full collection otherwise walks it all, ~80 ms every few hundred turns).

@@ -4,6 +4,11 @@ Every line is one `Inbound` in the DM `console:local:dm:<user>`; replies are pri
 stdout, streamed as they are written when the terminal allows it. End of input (Ctrl-D, or
 stdin closed) calls `on_eof` so the daemon can decide whether to stop. Reading uses a pipe
 reader where stdin supports it and a background thread otherwise (files, /dev/null).
+
+When `interactive` (default: stdin is a terminal) it prints a one-line hint at start (type,
+/help, Ctrl-D) and shows `… thinking` while a turn runs (the `typing` indicator), erased
+before the reply is printed. Logs never go to stdout; `perch run` keeps them off the
+terminal while the console is on (see `bot/logs.py`).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from channels.base import (
 )
 
 PREFIX = "perch> "
+HINT = "Type a message and press Enter to talk to Perch; /help lists commands; Ctrl-D quits.\n"
+THINKING = "… thinking"
 
 
 class ConsoleChannel:
@@ -39,10 +46,16 @@ class ConsoleChannel:
         stdin: TextIO | None = None,
         stdout: TextIO | None = None,
         on_eof: Callable[[], None] | None = None,
+        interactive: bool | None = None,
     ) -> None:
         self.user = user
         self._stdin = stdin or sys.stdin
         self._stdout = stdout or sys.stdout
+        if interactive is None:
+            isatty = getattr(self._stdin, "isatty", None)
+            interactive = bool(isatty and isatty())
+        self.interactive = interactive
+        self._indicator = False  # "… thinking" is on the current line
         self._on_eof = on_eof
         self._task: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
@@ -51,6 +64,8 @@ class ConsoleChannel:
 
     async def start(self, on_message: InboundHandler) -> None:
         self._up = True
+        if self.interactive:
+            self._write(HINT)
         self._task = asyncio.create_task(self._read_loop(on_message), name="console-reader")
 
     async def stop(self) -> None:
@@ -69,12 +84,26 @@ class ConsoleChannel:
 
     @contextlib.asynccontextmanager
     async def typing(self, chat: ChatRef) -> AsyncIterator[None]:
-        yield
+        if self.interactive and not self._indicator:
+            self._stdout.write(THINKING)
+            self._stdout.flush()
+            self._indicator = True
+        try:
+            yield
+        finally:
+            self._clear_indicator()
 
     def reply_stream(self, chat: ChatRef) -> ReplyStream:
         return _ConsoleStream(self._write)
 
+    def _clear_indicator(self) -> None:
+        if self._indicator:
+            self._indicator = False
+            self._stdout.write("\r\033[K")  # back to the line start, erase it
+            self._stdout.flush()
+
     def _write(self, text: str) -> None:
+        self._clear_indicator()
         self._stdout.write(text)
         self._stdout.flush()
 

@@ -7,7 +7,7 @@ import io
 import os
 
 from channels.base import Inbound, Outbound
-from channels.console import PREFIX, ConsoleChannel
+from channels.console import HINT, PREFIX, THINKING, ConsoleChannel
 
 
 async def test_lines_become_owner_dms_and_eof_is_reported() -> None:
@@ -50,3 +50,33 @@ async def test_final_text_that_differs_from_the_preview_is_printed_whole() -> No
     await stream.update("<think>hmm</think> Hi")
     await stream.finish("Hi")
     assert out.getvalue().endswith(f"\n{PREFIX}Hi\n")
+
+
+async def test_interactive_console_hints_at_start_and_shows_thinking_until_the_reply() -> None:
+    out = io.StringIO()
+    channel = ConsoleChannel(stdout=out, stdin=io.StringIO(""), interactive=True)
+
+    async def ignore(inbound: Inbound) -> None:
+        return None
+
+    await channel.start(ignore)
+    await channel.stop()
+    assert out.getvalue() == HINT and "/help" in HINT and "Ctrl-D" in HINT
+    async with channel.typing(channel.chat):
+        assert out.getvalue().endswith(THINKING)
+        stream = channel.reply_stream(channel.chat)
+        await stream.update("Hi")
+        await stream.finish("Hi there")
+    assert out.getvalue() == f"{HINT}{THINKING}\r\033[K{PREFIX}Hi there\n"
+    async with channel.typing(channel.chat):
+        pass  # a silent turn: the indicator is erased, nothing else printed
+    assert out.getvalue().endswith(f"{PREFIX}Hi there\n{THINKING}\r\033[K")
+
+
+async def test_console_on_a_pipe_prints_no_hint_or_indicator() -> None:
+    out = io.StringIO()
+    channel = ConsoleChannel(stdout=out, stdin=io.StringIO(""))
+    assert not channel.interactive
+    async with channel.typing(channel.chat):
+        await channel.send(Outbound(channel.chat, "plain"))
+    assert out.getvalue() == f"{PREFIX}plain\n"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import stat
 import sys
 from pathlib import Path
@@ -73,3 +74,25 @@ async def test_cli_talks_to_a_running_perch_process_without_its_secrets(tmp_path
         assert code == 0 and out.startswith("Perch is not running.")
         code, _, err = await perch_cli(config, "send", "--to", "owner", "x")
         assert code == 1 and "Perch is not running" in err
+
+
+async def test_second_ctrl_c_forces_exit(tmp_path: Path) -> None:
+    async with FakeAnthropic() as fake:
+        config = write_config(tmp_path, fake.base_url)
+        fake.queue(Reply.hang())
+        daemon = await Perch.start(config)
+        await daemon.say("think forever")
+        await fake.wait_requests(1, timeout=30)
+        daemon.proc.send_signal(signal.SIGINT)
+        assert daemon.proc.stderr is not None
+
+        async def shutting_down() -> None:
+            while line := await daemon.proc.stderr.readline():  # type: ignore[union-attr]
+                if b"shutting down" in line:
+                    return
+            raise AssertionError("perch exited before shutting down")
+
+        await asyncio.wait_for(shutting_down(), 30)
+        daemon.proc.send_signal(signal.SIGINT)  # the clean stop waits for the hung run
+        code, err = await daemon.finish()
+        assert code == 130, err
