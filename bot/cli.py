@@ -114,9 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("doctor", cmd_doctor, "check config, credentials, model, channels, database, workspace")
     from bot.control_cli import register as register_control
     from bot.cron_cli import register as register_cron
+    from bot.onboard import register as register_onboard
 
     register_control(sub, add)
     register_cron(sub, add)
+    register_onboard(sub, add)
     return parser
 
 
