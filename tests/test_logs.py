@@ -99,6 +99,20 @@ def test_console_mode_keeps_info_off_stderr_but_in_the_log_file(
 ) -> None:
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
+    noisy = {
+        name: logging.getLogger(name).level
+        for name in (
+            "httpx",
+            "httpcore",
+            "telegram",
+            "apscheduler",
+            "slack_bolt",
+            "slack_sdk",
+            "aiohttp.access",
+            "anthropic",
+            "websockets",
+        )
+    }
     try:
         setup_logging(
             "INFO", "text", SECRETS, file=tmp_path / "logs" / "perch.log", quiet_stderr=True
@@ -115,6 +129,8 @@ def test_console_mode_keeps_info_off_stderr_but_in_the_log_file(
             handler.close()
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])
+        for name, level in noisy.items():  # setup_logging quietens these process-wide
+            logging.getLogger(name).setLevel(level)
     assert "HTTP Request" not in err and "could not start" in err
     assert "HTTP Request" in written and "could not start" in written
     assert "sk-ant-api03" not in written and REDACTED in written
