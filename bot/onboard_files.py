@@ -14,9 +14,10 @@ import os
 import re
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ruamel.yaml import YAML
+if TYPE_CHECKING:
+    from ruamel.yaml import YAML
 
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 SHIPPED = Path(__file__).resolve().parent.parent / "config.yaml"
@@ -24,6 +25,8 @@ _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
 def _yaml() -> YAML:
+    from ruamel.yaml import YAML  # only onboard needs it: kept off the other commands' start
+
     yaml = YAML()  # round-trip mode
     yaml.preserve_quotes = True
     yaml.width = 120
