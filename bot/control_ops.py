@@ -40,9 +40,10 @@ class Reply:
 
     @classmethod
     def from_json(cls, data: object) -> Reply:
-        if not isinstance(data, dict):
-            return cls(1, err="perch: the daemon sent an answer I cannot read")
-        return cls(int(data.get("code", 1)), str(data.get("out", "")), str(data.get("err", "")))
+        code = data.get("code", 1) if isinstance(data, dict) else None
+        if not isinstance(data, dict) or not isinstance(code, int):
+            return cls(1, err="perch: the daemon sent an answer I cannot read\n")
+        return cls(code, str(data.get("out", "")), str(data.get("err", "")))
 
 
 class LiveDaemon(Protocol):

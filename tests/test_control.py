@@ -14,9 +14,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bot.cli import main
 from bot.control_client import call
+from bot.control_ops import Reply as ControlReply
 from bot.control_ops import socket_path
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
@@ -251,3 +254,16 @@ async def test_status_shows_the_socket_daemon_even_if_status_json_is_gone(
         assert await perch("status", "--config", str(daemon.config.source)) == 0
         out = capsys.readouterr().out
     assert f"pid {os.getpid()}" in out and "budget: off" in out
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(),
+        lambda c: st.lists(c) | st.dictionaries(st.text(), c),
+    )
+)
+def test_any_json_answer_becomes_a_reply(data: object) -> None:
+    reply = ControlReply.from_json(data)
+    assert isinstance(reply.code, int) and isinstance(reply.out, str)
+    if not isinstance(data, dict) or not isinstance(data.get("code", 1), int):
+        assert reply.code == 1 and "cannot read" in reply.err

@@ -6,13 +6,17 @@ import asyncio
 import os
 import stat
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bot.cli import main
+from bot.onboard_files import read_env_file, write_env_file
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import TOKEN, FakeTelegram
 
@@ -173,3 +177,22 @@ def test_bad_flags_say_how_to_write_them(
     assert "unknown platform 'fax'" in capsys.readouterr().err
     assert main([*args, "--env", "NOVALUE"]) == 1
     assert "write it as NAME=VALUE" in capsys.readouterr().err
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        st.from_regex(r"[A-Z_][A-Z0-9_]{0,12}", fullmatch=True),
+        st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=40),
+        max_size=5,
+    )
+)
+def test_env_file_round_trips_any_value(values: dict[str, str]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "perch.env"
+        path.write_text("# kept\nOTHER=1\n")
+        write_env_file(path, values)
+        write_env_file(path, values)  # a second write edits, never duplicates
+        assert read_env_file(path) == {"OTHER": "1", **values}
+        assert path.read_text().startswith("# kept\n")
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
