@@ -39,7 +39,7 @@ from bot.logs import run_id_var, session_var
 from bot.routing import encode_chat
 from bot.sessions import SessionKey
 from bot.store import SessionRow, Store
-from channels.base import Channel, ChatRef, Outbound, ReplyStream
+from channels.base import Channel, ChatRef, Outbound, ReplyStream, ShowsTools
 
 log = logging.getLogger(__name__)
 
@@ -287,6 +287,8 @@ class _Progress:
             self._shown = ""
         elif isinstance(event, ToolStarted):
             log.debug("tool %s started", event.name)
+            if isinstance(self._stream, ShowsTools):
+                await self._stream.tool(event.name)
 
 
 def _user_text(key: SessionKey, items: list[Pending]) -> tuple[str, list[Block]]:

@@ -6,8 +6,8 @@ stdin closed) calls `on_eof` so the daemon can decide whether to stop. Reading u
 reader where stdin supports it and a background thread otherwise (files, /dev/null).
 
 When `interactive` (default: stdin is a terminal) it prints a one-line hint at start (type,
-/help, Ctrl-D) and shows `… thinking` while a turn runs (the `typing` indicator), erased
-before the reply is printed. Logs never go to stdout; `perch run` keeps them off the
+/help, Ctrl-D) and shows `… thinking` while a turn runs (the `typing` indicator), or
+`… running <tool>` while the agent uses a tool, erased before the reply is printed. Logs never go to stdout; `perch run` keeps them off the
 terminal while the console is on (see `bot/logs.py`).
 """
 
@@ -84,17 +84,23 @@ class ConsoleChannel:
 
     @contextlib.asynccontextmanager
     async def typing(self, chat: ChatRef) -> AsyncIterator[None]:
-        if self.interactive and not self._indicator:
-            self._stdout.write(THINKING)
-            self._stdout.flush()
-            self._indicator = True
+        if not self._indicator:
+            self._show_indicator(THINKING)
         try:
             yield
         finally:
             self._clear_indicator()
 
     def reply_stream(self, chat: ChatRef) -> ReplyStream:
-        return _ConsoleStream(self._write)
+        return _ConsoleStream(self._write, self._show_indicator)
+
+    def _show_indicator(self, text: str) -> None:
+        if not self.interactive:
+            return
+        self._clear_indicator()
+        self._stdout.write(text)
+        self._stdout.flush()
+        self._indicator = True
 
     def _clear_indicator(self) -> None:
         if self._indicator:
@@ -134,9 +140,14 @@ class ConsoleChannel:
 class _ConsoleStream:
     """Prints the reply as it grows; if the final text differs, prints it whole."""
 
-    def __init__(self, write: Callable[[str], None]) -> None:
+    def __init__(self, write: Callable[[str], None], indicate: Callable[[str], None]) -> None:
         self._write = write
+        self._indicate = indicate
         self._shown = ""
+
+    async def tool(self, name: str) -> None:
+        if not self._shown:  # mid-line text is never overwritten
+            self._indicate(f"… running {name}")
 
     async def update(self, text: str) -> None:
         if not self._shown:
