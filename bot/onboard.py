@@ -117,8 +117,8 @@ def cmd_onboard(args: argparse.Namespace) -> int:
 def onboard(path: Path, args: argparse.Namespace, asker: Asker) -> int:
     data = config_template(path)
     answers = Answers(sets=_pairs(args.set, "--set"))
-    _choose_secrets_place(path, args, asker, answers)
-    known = read_env_file(answers.secrets_path) if answers.secrets == "env" else {}
+    earlier = Path(args.secrets_path) if args.secrets_path else path.parent / "perch.env"
+    known = read_env_file(earlier)  # a re-run offers the earlier answers as defaults
     given = _pairs(args.env, "--env")
     if args.api_key:
         given[PROVIDER_KEY] = args.api_key
@@ -165,6 +165,7 @@ def onboard(path: Path, args: argparse.Namespace, asker: Asker) -> int:
         if answer:
             answers.owners[channel] = answer
 
+    _choose_secrets_place(path, args, asker, answers)
     if not _checks_pass(path, data, answers, asker):
         raise OnboardError("nothing written; fix the failed checks and run perch onboard again")
     if path.exists() and not (

@@ -116,14 +116,14 @@ async def test_stdin_answers_then_a_rerun_edits_and_asks_before_overwriting(
     async with FakeTelegram() as telegram:
         base = f"channels.telegram.base_url={telegram.base_url}"
         answers = [
-            "",  # secrets in an env file (default)
-            "",  # ./perch.env (default)
             KEY,  # model key
             fake.base_url,  # model URL
             "telegram",  # platforms
             TOKEN,  # TELEGRAM_BOT_TOKEN
             "",  # TELEGRAM_WEBHOOK_SECRET: none
             "",  # owner id: pairing instead
+            "",  # secrets in an env file (default)
+            "",  # ./perch.env (default)
         ]
         code, out, err = await run_onboard(tmp_path, "\n".join(answers) + "\n", "--set", base)
         assert code == 0, out + err
@@ -136,7 +136,7 @@ async def test_stdin_answers_then_a_rerun_edits_and_asks_before_overwriting(
 
         # Re-run: Enter keeps every earlier answer (read back from perch.env and the config);
         # the owner id is new; "n" to the overwrite question leaves the file alone.
-        rerun = ["", "", "", "", "", "", "", "777", "n"]
+        rerun = ["", "", "", "", "", "777", "", "", "n"]
         code, out, err = await run_onboard(tmp_path, "\n".join(rerun) + "\n", "--set", base)
         assert code == 1 and "left as it was" in err
         assert config.read_text() == first
