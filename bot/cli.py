@@ -80,8 +80,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from bot.doctor import doctor
 
     for missing in config.unresolved:
-        key, _, name = missing.partition(": ")
-        print(f"FAIL  secret: {key} uses ${{{name}}}, which is not set -> export {name}=...")
+        print(f"FAIL  secret: {missing}")
     code = doctor(config)
     return 1 if config.unresolved and code == 0 else code
 

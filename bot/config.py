@@ -1,13 +1,16 @@
 """Perch's configuration: `config.yaml` with `${VAR}` / `${VAR:-default}` interpolation.
 
+Secrets can also come from files: `${file:/path}` and `${cred:name}` (systemd credentials),
+see bot/secret_refs.py.
+
 `load_config(path)` reads the file, interpolates environment variables, and validates it with
 the pydantic models below. Every failure becomes one `ConfigError` whose message names the
 file, the key path and the problem; the CLI prints it and exits with `EXIT_CONFIG` (78, which
 the systemd unit lists in `RestartPreventExitStatus`). Durations need a unit (`45s`, `10m`,
 `2h`, `1d`, `250ms`); a bare `0` (off) is the only number accepted, so `every: 30` is an error
 rather than a silent 30 seconds. `load_config(path, lenient=True)` is for commands that never
-use secrets (status, pairing, cron, ...): an unset `${VAR}` stays as its literal text and is
-listed in `Config.unresolved` instead of failing.
+use secrets (status, pairing, cron, ...): an unset `${VAR}` or unreadable secret file stays as
+its literal text and is listed in `Config.unresolved` instead of failing.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pydantic import (
 )
 
 from bot.budget import BudgetConfig
+from bot.secret_refs import expand_secret_refs
 
 EXIT_CONFIG = 78
 DEFAULT_MODEL = "claude-sonnet-5-5"
@@ -118,6 +122,12 @@ class ExecConfig(_Model):
     max_timeout_s: float = Field(600, gt=0)
     max_output_chars: int = Field(20000, ge=100)
     allow_env: list[str] = Field(default_factory=list)
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    network: bool = False
+    cpu_s: int = Field(60, ge=0)
+    memory_mb: int = Field(2048, ge=0)
+    max_processes: int = Field(1024, ge=0)
+    max_file_mb: int = Field(1024, ge=0)
 
 
 class WebFetchConfig(_Model):
@@ -339,7 +349,7 @@ class Config(_Model):
 
     # Where the file was read from; relative paths in it are resolved against its folder.
     source: Path | None = Field(None, exclude=True)
-    # `${VAR}`s left unset by a lenient load, as "key.path: VAR" (see `load_config`).
+    # What a lenient load left unresolved: one sentence per key (see `load_config`).
     unresolved: list[str] = Field(default_factory=list, exclude=True)
 
     def resolve(self, path: Path) -> Path:
@@ -362,8 +372,8 @@ def interpolate(
 ) -> Any:
     """Replace `${VAR}` and `${VAR:-default}` in every string of a parsed YAML tree.
 
-    With a `missing` list, an unset variable is left as written and noted there as
-    "key.path: VAR" instead of raising."""
+    With a `missing` list, an unset variable or an unreadable `${file:}`/`${cred:}` secret is
+    left as written and described there (one sentence naming the key) instead of raising."""
     if isinstance(value, dict):
         return {
             k: interpolate(v, env, f"{path}.{k}" if path else str(k), missing)
@@ -382,7 +392,7 @@ def interpolate(
         if default is not None:
             return default
         if missing is not None:
-            missing.append(f"{path}: {name}")
+            missing.append(f"{path} uses ${{{name}}}, which is not set (export {name}=...)")
             return match.group(0)
         hint = (
             "export ANTHROPIC_API_KEY=sk-ant-... (or put it in the EnvironmentFile of the "
@@ -392,7 +402,14 @@ def interpolate(
         )
         raise ConfigError(f"{path}: environment variable {name} is not set; {hint}")
 
-    return _ENV_REF.sub(substitute, value)
+    text = _ENV_REF.sub(substitute, value)
+    if missing is None:
+        return expand_secret_refs(text, env, path)
+    try:
+        return expand_secret_refs(text, env, path)
+    except ConfigError as exc:  # an unreadable secret file: noted, left as written
+        missing.append(str(exc))
+        return text
 
 
 def _describe(error: Mapping[str, Any]) -> str:

@@ -35,8 +35,8 @@ async def chat_standalone(config: Config, text: str, session: object) -> Reply:
     if unset:
         return Reply(
             78,
-            err=f"perch chat: Perch is not running, so the model is called from here, but "
-            f"{unset[0]} is not set; export it (or start the daemon)\n",
+            err=f"perch chat: Perch is not running, so the model is called from here, and "
+            f"{unset[0]} (or start the daemon)\n",
         )
     try:
         require_api_key(config)

@@ -144,7 +144,7 @@ async def op_status(ctx: OpContext, args: dict[str, Any]) -> Reply:
 
 def unresolved_notes(config: Config) -> list[str]:
     """One line per `${VAR}` this command did without (`perch doctor` makes them failures)."""
-    return [f"  note: {missing} is not set (not needed here)" for missing in config.unresolved]
+    return [f"  note: {missing}; not needed here" for missing in config.unresolved]
 
 
 async def op_sessions(ctx: OpContext, args: dict[str, Any]) -> Reply:

@@ -36,6 +36,7 @@ from bot.budget import Budget
 from bot.config import ChannelPolicy, Config
 from bot.control_server import ControlServer, start_control
 from bot.gateway import Gateway
+from bot.hardening import make_undumpable
 from bot.message_targets import ChatMessenger
 from bot.owner_notices import install_guards
 from bot.scheduler import Scheduler
@@ -169,6 +170,7 @@ class Daemon:
 
     async def run(self) -> None:
         """Start, then serve until SIGINT/SIGTERM (or `request_stop`), then stop."""
+        make_undumpable()  # same-user processes can't read our /proc/<pid>/environ or memory
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):

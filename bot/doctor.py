@@ -31,10 +31,12 @@ class Check:
     name: str
     detail: str
     fix: str = ""
+    warn: bool = False  # passed, but worth the owner's attention (shown with its fix)
 
     def line(self) -> str:
-        text = f"{'OK  ' if self.ok else 'FAIL'}  {self.name}: {self.detail}"
-        if not self.ok and self.fix:
+        label = "WARN" if self.ok and self.warn else ("OK  " if self.ok else "FAIL")
+        text = f"{label}  {self.name}: {self.detail}"
+        if (not self.ok or self.warn) and self.fix:
             text += f" -> {self.fix}"
         return text
 
@@ -54,6 +56,9 @@ async def run_checks(config: Config) -> list[Check]:
     checks.append(await _database(config))
     checks.append(_workspace(config))
     checks.append(_timezone(config))
+    from bot.exec_checks import exec_checks  # imports this module
+
+    checks.extend(exec_checks(config))
     return checks
 
 

@@ -271,14 +271,13 @@ def _store_secrets(path: Path, data: dict[str, Any], answers: Answers) -> None:
 
 
 def _point_at_credentials(data: Any, values: dict[str, str]) -> None:
-    """Make each `${VAR}` of a stored secret read `${file:$CREDENTIALS_DIRECTORY/var}`."""
+    """Make each `${VAR}` of a stored secret read the credential: `${cred:var}`."""
     if isinstance(data, dict):
         for key, value in data.items():
             if isinstance(value, str):
                 match = ENV_REF.fullmatch(value)
                 if match and match.group(1) in values:
-                    name = match.group(1).lower()
-                    data[key] = "${file:${CREDENTIALS_DIRECTORY}/" + name + "}"
+                    data[key] = "${cred:" + match.group(1).lower() + "}"
             else:
                 _point_at_credentials(value, values)
 

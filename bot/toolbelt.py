@@ -8,14 +8,18 @@ through `extra`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from agents.tools.base import Tool, ToolRegistry
 from agents.tools.exec import ExecTool
 from agents.tools.files import file_tools
 from agents.tools.memory import memory_tools
+from agents.tools.sandbox import Limits, Sandbox, SandboxUnavailable, select_sandbox
 from agents.tools.web_fetch import WebFetchTool
-from bot.config import Config
+from bot.config import Config, ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def build_tools(config: Config, extra: Iterable[Tool] = ()) -> ToolRegistry:
@@ -36,7 +40,21 @@ def build_tools(config: Config, extra: Iterable[Tool] = ()) -> ToolRegistry:
                 max_timeout_s=agent.exec.max_timeout_s,
                 max_output_chars=agent.exec.max_output_chars,
                 allow_env=agent.exec.allow_env,
+                sandbox=exec_sandbox(config),
             )
         )
     tools.extend(extra)
     return ToolRegistry(tools).restricted(agent.tools.allow, agent.tools.deny)
+
+
+def exec_sandbox(config: Config) -> Sandbox:
+    """The sandbox `agent.exec` asks for, or ConfigError (exit 78) saying what to do."""
+    cfg = config.agent.exec
+    limits = Limits(cfg.cpu_s, cfg.memory_mb, cfg.max_processes, cfg.max_file_mb)
+    hide = [config.source.parent] if config.source is not None else []
+    try:
+        sandbox = select_sandbox(cfg.sandbox, network=cfg.network, limits=limits, hide=hide)
+    except SandboxUnavailable as exc:
+        raise ConfigError(f"agent.exec: {exc}") from None
+    log.info("exec sandbox: %s", sandbox.describe())
+    return sandbox

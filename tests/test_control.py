@@ -224,9 +224,8 @@ def test_commands_other_than_run_need_no_secrets(
     out = capsys.readouterr().out
     assert "Perch is not running" in out
     assert main(["status", "--config", c]) == 0
-    assert (
-        "note: providers.anthropic.api_key: ANTHROPIC_API_KEY is not set" in capsys.readouterr().out
-    )
+    note = "note: providers.anthropic.api_key uses ${ANTHROPIC_API_KEY}, which is not set"
+    assert note in capsys.readouterr().out
     assert main(["sessions", "--config", c]) == 0
     assert main(["pairing", "list", "--config", c]) == 0
     assert main(["cron", "list", "--config", c]) == 0
@@ -267,3 +266,21 @@ def test_any_json_answer_becomes_a_reply(data: object) -> None:
     assert isinstance(reply.code, int) and isinstance(reply.out, str)
     if not isinstance(data, dict) or not isinstance(data.get("code", 1), int):
         assert reply.code == 1 and "cannot read" in reply.err
+
+
+def test_an_unreadable_credential_file_does_not_stop_pairing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "providers: {anthropic: {api_key: '${cred:anthropic_key}'}}\n"
+        f"channels: {{telegram: {{enabled: true, token: '${{file:{tmp_path}/root-only'}}'}}}}\n"
+    )
+    assert main(["pairing", "list", "--config", str(config)]) == 0
+    assert "No pending pairing requests." in capsys.readouterr().out
+    assert main(["doctor", "--config", str(config)]) == 1
+    doctor = capsys.readouterr().out
+    assert "FAIL  secret: providers.anthropic.api_key: ${cred:anthropic_key} needs" in doctor
+    assert f"FAIL  secret: channels.telegram.token: cannot read secret file {tmp_path}" in doctor
+    assert main(["run", "--config", str(config)]) == 78

@@ -55,6 +55,7 @@ async def test_all_checks_pass_against_healthy_services(tmp_path: Path) -> None:
         "database",
         "workspace",
         "timezone",
+        "exec",
     ]
     by_name = {c.name: c for c in checks}
     assert by_name["telegram"].detail == "bot @fakebot is reachable"

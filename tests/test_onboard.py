@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.cli import main
+from bot.config import load_config
 from bot.onboard_files import read_env_file, write_env_file
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import TOKEN, FakeTelegram
@@ -166,7 +167,12 @@ async def test_credentials_directory_holds_one_private_file_per_secret(
     assert key_file.read_text() == KEY and stat.S_IMODE(key_file.stat().st_mode) == 0o600
     assert f"LoadCredential=anthropic_api_key:{key_file}" in out
     api_key = yaml.safe_load(config.read_text())["providers"]["anthropic"]["api_key"]
-    assert api_key == "${file:${CREDENTIALS_DIRECTORY}/anthropic_api_key}"
+    assert api_key == "${cred:anthropic_api_key}"
+    os.environ["CREDENTIALS_DIRECTORY"] = str(creds)  # as systemd sets it for the unit
+    try:
+        assert load_config(config).providers.anthropic.api_key == KEY
+    finally:
+        del os.environ["CREDENTIALS_DIRECTORY"]
 
 
 def test_bad_flags_say_how_to_write_them(

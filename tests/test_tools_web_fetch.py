@@ -397,3 +397,78 @@ def test_html_to_text_never_leaks_script_or_style_content(noise: str) -> None:
     title, text = html_to_text(html)
     assert "SECRET_SCRIPT" not in text and "SECRET_STYLE" not in text
     assert title == ""
+
+
+@pytest.mark.parametrize(
+    ("address", "problem"),
+    [
+        ("192.0.0.192", "non-global"),  # cloud metadata; Python 3.11 calls it global
+        ("192.0.0.8", "non-global"),
+        ("::ffff:192.0.0.192", "non-global"),
+        ("64:ff9b::c000:c0", "non-global"),  # NAT64 form of 192.0.0.192
+        ("2002:c000:c0::1", "non-global"),  # 6to4 form of 192.0.0.192
+        ("2002:a9fe:a9fe::1", "link-local"),  # 6to4 form of 169.254.169.254
+        ("fec0::1", "site-local"),
+        ("64:ff9b:1::1", "reserved"),
+        ("198.18.0.1", "private"),
+        ("2001:db8::1", "private"),
+        ("1.1.1.1", None),
+    ],
+)
+def test_only_global_addresses_pass(address: str, problem: str | None) -> None:
+    result = address_problem(ipaddress.ip_address(address))
+    if problem is None:
+        assert result is None
+    else:
+        assert result is not None and result.startswith(problem)
+
+
+def _carried_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in ipaddress.IPv6Network("64:ff9b::/96"):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+@given(st.ip_addresses())
+def test_every_fetchable_address_is_global(
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address,
+) -> None:
+    if address_problem(ip) is not None:
+        return
+    carried = _carried_ipv4(ip) if isinstance(ip, ipaddress.IPv6Address) else None
+    assert (carried or ip).is_global
+    for net in ("192.0.0.0/24", "fec0::/10", "64:ff9b:1::/48", "100.64.0.0/10"):
+        network = ipaddress.ip_network(net)
+        assert not (ip.version == network.version and ip in network)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.sixtofour is not None:
+        assert ip.sixtofour.is_global
+
+
+@pytest.mark.parametrize(
+    "url", ["http://xn--.com/", "http://xn--a.com/", "http://xn--ls8h.la/", "http://☃.com/"]
+)
+async def test_malformed_idna_hosts_are_tool_errors(
+    connects: list[Any], tmp_path: Path, url: str
+) -> None:
+    with pytest.raises(ToolError, match="invalid URL"):
+        await WebFetchTool().run({"url": url}, ctx_for(tmp_path))
+    assert connects == []
+
+
+async def test_a_redirect_to_a_malformed_idna_host_is_a_tool_error(
+    connects: list[Any], server: Server, tmp_path: Path
+) -> None:
+    url = f"http://127.0.0.1:{server.port}/redirect?to=http://xn--.com/"
+    with pytest.raises(ToolError, match=r"could not fetch .*IDNAError: Malformed A-label"):
+        await allowed().run({"url": url}, ctx_for(tmp_path))
+
+
+async def test_metadata_address_is_refused_and_allow_hosts_can_open_it(tmp_path: Path) -> None:
+    with pytest.raises(FetchRefused, match="non-global"):
+        await WebFetchTool().run({"url": "http://192.0.0.192/latest"}, ctx_for(tmp_path))
+    with pytest.raises(FetchRefused, match="site-local"):
+        await WebFetchTool().run({"url": "http://[fec0::1]/"}, ctx_for(tmp_path))
+    tool = WebFetchTool(allow_hosts=["192.0.0.192/32"])
+    assert tool.allow.allows_address(ipaddress.ip_address("192.0.0.192"))

@@ -1,13 +1,14 @@
 """`exec {command, timeout_s?}`: run a shell command in the session workspace.
 
-This is NOT a sandbox. The command runs as the daemon's own user, with that user's file access,
-network access and privileges; the workspace is only its working directory and $HOME. Keep the
-tool disabled unless the owner wants the assistant to run commands. What it does guarantee:
-`/bin/sh -c` in its own process group (session), stdin from /dev/null, stdout and stderr
-combined and capped (head and tail kept, the cut marked), a timeout, and a scrubbed environment
-(PATH, HOME=workspace, LANG, TZ and allow-listed names, never a name that looks like a secret).
-When the call ends (exit, timeout, `ctx.cancel`, or task cancellation) the whole process group
-is killed, so `cmd &` does not outlive the call; a process that calls setsid() itself escapes.
+Where it runs is the `Sandbox` it is given (agents/tools/sandbox.py): under bubblewrap it gets
+its own PID namespace, no network unless allowed, and only the workspace writable; with
+`Sandbox.none()` it runs as the daemon's own user with that user's file and network access.
+Either way: `/bin/sh -c` in its own process group (session), stdin from /dev/null, stdout and
+stderr combined and capped (head and tail kept, the cut marked), a timeout, resource limits, and
+a scrubbed environment (PATH, HOME=workspace, LANG, TZ and allow-listed names, never a name or a
+value that looks like a secret). When the call ends (exit, timeout, `ctx.cancel`, or task
+cancellation) the whole process group is killed, so `cmd &` does not outlive the call; under
+bwrap the PID namespace dies with it, so not even a process that calls setsid() escapes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -23,6 +25,7 @@ from typing import Any
 
 from agents.cancel import Cancelled, CancelToken
 from agents.tools.base import ToolContext, ToolError, ToolResult
+from agents.tools.sandbox import Sandbox
 
 SECRET_MARKERS = (
     "TOKEN",
@@ -35,6 +38,13 @@ SECRET_MARKERS = (
     "COOKIE",
     "SESSION",
 )
+# Values that carry a credential whatever their variable is called: a URL with a password
+# (`postgres://user:pass@host`), well-known token prefixes, PEM private keys.
+_SECRET_VALUE = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"
+    r"|^(sk-|sk_live_|xox[abpors]-|xapp-|ghp_|gho_|github_pat_|glpat-|AKIA[0-9A-Z]{12})"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
+)
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 EOF_GRACE_S = 1.0
 KILL_WAIT_S = 2.0
@@ -46,12 +56,21 @@ def is_secret_name(name: str) -> bool:
     return any(marker in upper for marker in SECRET_MARKERS)
 
 
+def looks_like_secret_value(value: str) -> bool:
+    """True if a value looks like a credential (URL with a password, token, private key)."""
+    return _SECRET_VALUE.search(value) is not None
+
+
 def build_env(
     workspace: Path, allow_env: Iterable[str] = (), source: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The environment a command sees: PATH, HOME, LANG, TZ and allowed non-secret names."""
     src = os.environ if source is None else source
-    env = {name: src[name] for name in allow_env if name in src and not is_secret_name(name)}
+    env = {
+        name: src[name]
+        for name in allow_env
+        if name in src and not is_secret_name(name) and not looks_like_secret_value(src[name])
+    }
     env["PATH"] = src.get("PATH") or DEFAULT_PATH
     env["LANG"] = src.get("LANG") or "C.UTF-8"
     if src.get("TZ"):
@@ -130,15 +149,17 @@ class ExecTool:
         max_timeout_s: float = 600,
         max_output_chars: int = 20_000,
         allow_env: Iterable[str] = (),
+        sandbox: Sandbox | None = None,
     ) -> None:
+        self.sandbox = sandbox or Sandbox.none()
         self.timeout_s = timeout_s
         self.max_timeout_s = max_timeout_s
         self.max_output_chars = max_output_chars
         self.allow_env = tuple(allow_env)
         self.description = (
             "Run a shell command (/bin/sh -c) in the workspace and return its exit code and "
-            "combined stdout+stderr. Not a sandbox: it runs with the assistant's own user "
-            f"rights. Default timeout {timeout_s:g} s (at most {max_timeout_s:g} s); output over "
+            f"combined stdout+stderr. {_sandbox_note(self.sandbox)} Default timeout "
+            f"{timeout_s:g} s (at most {max_timeout_s:g} s); output over "
             f"{max_output_chars:,} characters is cut in the middle. No stdin; background "
             "processes are killed when the command ends. Secrets are not in its environment."
         )
@@ -185,19 +206,20 @@ class ExecTool:
         ctx.cancel.check()
 
         output = _CappedOutput(keep=self.max_output_chars * 4)
+        # bwrap binds the real path; HOME and the working directory name that same path.
+        workspace = ctx.workspace.resolve() if self.sandbox.mode == "bwrap" else ctx.workspace
         loop = asyncio.get_running_loop()
         spawn = asyncio.ensure_future(
             loop.subprocess_exec(
                 lambda: _ShellProtocol(output),
-                "/bin/sh",
-                "-c",
-                command,
+                *self.sandbox.argv(workspace, command),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                cwd=ctx.workspace,
-                env=build_env(ctx.workspace, self.allow_env),
+                cwd=workspace,
+                env=build_env(workspace, self.allow_env),
                 start_new_session=True,
+                preexec_fn=self.sandbox.limits.preexec(),
             )
         )
         try:
@@ -235,6 +257,16 @@ class ExecTool:
         if outcome == "lingering":
             text += "\n[background processes still holding the output were killed]"
         return ToolResult(f"{status}\n{text}")
+
+
+def _sandbox_note(sandbox: Sandbox) -> str:
+    if sandbox.mode == "none":
+        return "Not a sandbox: it runs with the assistant's own user rights."
+    net = "with network access" if sandbox.network else "without network access"
+    return (
+        f"It runs in a sandbox {net}: only the workspace (and /tmp, emptied after each call) "
+        "is writable; CPU time, memory, processes and file size are limited."
+    )
 
 
 async def _supervise(proto: _ShellProtocol, cancel: CancelToken, timeout: float) -> str:

@@ -1,30 +1,28 @@
 """File tools confined to the session workspace: `read_file`, `write_file`, `edit_file`, `list_dir`.
 
-`resolve_in_workspace` is the one gate every path goes through: absolute paths, `..` components
-and anything whose real path (symlinks followed) leaves the workspace are refused. Writes are
-atomic (temp file + rename, which replaces a symlink rather than following it) and reads open
-with O_NOFOLLOW, so a link swapped in after the check is not followed either. Residual risk: a
-directory *inside* the path swapped for a symlink between the check and the open (a race only a
-process already running in the workspace, e.g. `exec`, could win; `exec` is no sandbox anyway).
+`resolve_in_workspace` is the gate every path goes through: absolute paths, `..` components,
+symlink loops and anything whose real path (symlinks followed) leaves the workspace are
+refused. The file is then opened from an open workspace descriptor along that resolved path
+with no-follow semantics (file_io.py, beneath.py: `openat2` RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS
+or per-component O_NOFOLLOW), so a directory swapped for a symlink between the check and the
+open makes the call fail instead of leading outside. Writes are atomic (temp file + rename in
+the parent's descriptor); files with several hard links are not read or edited.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
-import os
-import secrets
-import stat
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolResult
+from agents.tools.file_io import list_entries, read_text, write_atomic
 
 DEFAULT_MAX_READ_BYTES = 2_000_000
 DEFAULT_MAX_WRITE_BYTES = 5_000_000
 DEFAULT_READ_LINES = 2_000
 DEFAULT_MAX_ENTRIES = 200
-_BINARY_SNIFF_BYTES = 8_192
 
 
 def resolve_in_workspace(workspace: Path, path: str) -> Path:
@@ -47,8 +45,15 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
         )
     if ".." in pure.parts:
         raise ToolError(f"path {path!r} contains '..'; paths must stay inside the workspace")
-    root = workspace.resolve()
-    real = (root / pure).resolve()
+    try:
+        root = workspace.resolve()
+        real = (root / pure).resolve()
+    except RuntimeError:  # Python 3.11/3.12 report a symlink loop this way
+        raise ToolError(f"path {path!r} runs into a symlink loop; refused") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ToolError(f"path {path!r} runs into a symlink loop; refused") from None
+        raise ToolError(f"path {path!r} cannot be resolved ({exc.strerror})") from None
     if not real.is_relative_to(root):
         raise ToolError(f"path {path!r} leads outside the workspace through a symlink; refused")
     return real
@@ -58,6 +63,11 @@ def _display(workspace: Path, real: Path) -> str:
     """`real` relative to the workspace, for messages the model reads."""
     rel = real.relative_to(workspace.resolve())
     return str(rel) if str(rel) != "." else "."
+
+
+def _parts(workspace: Path, real: Path) -> tuple[str, ...]:
+    """The components of `real` below the workspace (empty for the workspace itself)."""
+    return real.relative_to(workspace.resolve()).parts
 
 
 def _str_arg(args: dict[str, Any], name: str, *, default: str | None = None) -> str:
@@ -80,75 +90,6 @@ def _int_arg(args: dict[str, Any], name: str, default: int, *, minimum: int) -> 
     if value < minimum:
         raise ToolError(f"argument {name!r} must be >= {minimum}, got {value}")
     return value
-
-
-def _read_text(real: Path, shown: str, max_bytes: int) -> str:
-    """The file's text; refuses non-regular, oversized, binary and non-UTF-8 files."""
-    try:
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise ToolError(f"{shown}: no such file; use list_dir to see what exists") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ToolError(f"{shown} is a symlink that changed during the call; refused") from None
-        if exc.errno == errno.EISDIR:
-            raise ToolError(f"{shown} is a directory; use list_dir") from None
-        raise ToolError(f"{shown}: cannot open ({exc.strerror})") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise ToolError(f"{shown} is a directory; use list_dir")
-        raise ToolError(f"{shown} is not a regular file (device, socket or pipe); refused")
-    with os.fdopen(fd, "rb") as fh:
-        if st.st_size > max_bytes:
-            raise ToolError(
-                f"{shown} is {st.st_size:,} bytes, over the {max_bytes:,}-byte cap of read_file; "
-                "look at it with exec (head, grep) if exec is enabled"
-            )
-        data = fh.read(max_bytes + 1)
-    if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
-        raise ToolError(f"{shown} looks like a binary file; read_file only reads text")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ToolError(f"{shown} is not UTF-8 text; read_file only reads text") from None
-
-
-def _write_atomic(real: Path, shown: str, data: bytes) -> None:
-    """Replace `real` with `data` via a temp file and rename (never follows a link at `real`)."""
-    try:
-        _replace_file(real, data)
-    except IsADirectoryError:
-        raise ToolError(f"{shown} is a directory; give a file path") from None
-    except (FileExistsError, NotADirectoryError):
-        raise ToolError(f"{shown}: a parent of this path is a file, not a directory") from None
-    except OSError as exc:
-        raise ToolError(f"{shown}: cannot write ({exc.strerror})") from None
-
-
-def _replace_file(real: Path, data: bytes) -> None:
-    if real.is_dir():
-        raise IsADirectoryError(real)
-    real.parent.mkdir(parents=True, exist_ok=True)
-    mode = 0o644
-    try:
-        st = os.lstat(real)
-        if stat.S_ISREG(st.st_mode):
-            mode = stat.S_IMODE(st.st_mode)
-    except FileNotFoundError:
-        pass
-    tmp = real.parent / f".{real.name}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, real)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 class ReadFileTool:
@@ -190,7 +131,8 @@ class ReadFileTool:
         limit = _int_arg(args, "limit", self.default_limit, minimum=1)
         real = resolve_in_workspace(ctx.workspace, path)
         shown = _display(ctx.workspace, real)
-        text = await asyncio.to_thread(_read_text, real, shown, self.max_bytes)
+        parts = _parts(ctx.workspace, real)
+        text = await asyncio.to_thread(read_text, ctx.workspace, parts, shown, self.max_bytes)
         lines = text.splitlines(keepends=True)
         if offset > 1 and offset > len(lines):
             raise ToolError(f"offset {offset} is past the end of {shown} ({len(lines)} lines)")
@@ -238,7 +180,8 @@ class WriteFileTool:
         shown = _display(ctx.workspace, real)
         if real == ctx.workspace.resolve():
             raise ToolError("path names the workspace itself; give a file path")
-        await asyncio.to_thread(_write_atomic, real, shown, data)
+        parts = _parts(ctx.workspace, real)
+        await asyncio.to_thread(write_atomic, ctx.workspace, parts, shown, data)
         return ToolResult(f"Wrote {len(data):,} bytes to {shown}")
 
 
@@ -275,7 +218,8 @@ class EditFileTool:
             raise ToolError("old_text is empty; give the exact text to replace")
         real = resolve_in_workspace(ctx.workspace, path)
         shown = _display(ctx.workspace, real)
-        text = await asyncio.to_thread(_read_text, real, shown, self.max_bytes)
+        parts = _parts(ctx.workspace, real)
+        text = await asyncio.to_thread(read_text, ctx.workspace, parts, shown, self.max_bytes)
         count = text.count(old_text)
         if count == 0:
             raise ToolError(
@@ -288,38 +232,9 @@ class EditFileTool:
                 "it matches exactly once"
             )
         updated = text.replace(old_text, new_text, 1)
-        await asyncio.to_thread(_write_atomic, real, shown, updated.encode("utf-8"))
+        data = updated.encode("utf-8")
+        await asyncio.to_thread(write_atomic, ctx.workspace, parts, shown, data)
         return ToolResult(f"Edited {shown}: replaced 1 occurrence")
-
-
-def _list(real: Path, shown: str, max_entries: int) -> str:
-    try:
-        with os.scandir(real) as it:
-            entries = sorted(it, key=lambda e: e.name)
-    except FileNotFoundError:
-        raise ToolError(f"{shown}: no such directory") from None
-    except NotADirectoryError:
-        raise ToolError(f"{shown} is a file, not a directory; use read_file") from None
-    except OSError as exc:
-        raise ToolError(f"{shown}: cannot list ({exc.strerror})") from None
-    if not entries:
-        return f"{shown} is empty"
-    lines = []
-    for entry in entries[:max_entries]:
-        if entry.is_symlink():
-            lines.append(f"{entry.name} -> {os.readlink(entry.path)}")
-        elif entry.is_dir(follow_symlinks=False):
-            lines.append(f"{entry.name}/")
-        else:
-            try:
-                size = entry.stat(follow_symlinks=False).st_size
-            except OSError:
-                lines.append(entry.name)
-                continue
-            lines.append(f"{entry.name}  ({size:,} bytes)")
-    if len(entries) > max_entries:
-        lines.append(f"[... {len(entries) - max_entries} more entries not shown]")
-    return "\n".join(lines)
 
 
 class ListDirTool:
@@ -348,7 +263,10 @@ class ListDirTool:
         path = _str_arg(args, "path", default=".")
         real = resolve_in_workspace(ctx.workspace, path)
         shown = _display(ctx.workspace, real)
-        listing = await asyncio.to_thread(_list, real, shown, self.max_entries)
+        parts = _parts(ctx.workspace, real)
+        listing = await asyncio.to_thread(
+            list_entries, ctx.workspace, parts, shown, self.max_entries
+        )
         return ToolResult(listing)
 
 

@@ -1,0 +1,283 @@
+"""The SSRF guard of `web_fetch`: which addresses may be fetched, enforced per connection.
+
+An address may be fetched only if it is global: `ipaddress`'s `is_global`, minus ranges that
+Python 3.11 still calls global but are not (192.0.0.0/24 with cloud metadata at 192.0.0.192,
+fec0::/10 site-local, 64:ff9b:1::/48 local NAT64), and never multicast. IPv6 forms that carry
+an IPv4 address (IPv4-mapped, NAT64 64:ff9b::/96, 6to4 2002::/16, Teredo) are judged by the
+IPv4 address inside. The host or address may be allow-listed (`allow_hosts`).
+
+Every TCP connection (the first request and each redirect hop, followed manually) goes through
+`_GuardedBackend.connect_tcp`, which resolves the host once, checks every address, and then
+connects to exactly an address it checked: a DNS answer that changes between check and connect
+(rebinding) cannot redirect the socket. TLS still verifies the certificate against the URL's
+host name. Residual risks, stated plainly: no proxy is used (`trust_env=False`), so deployments
+that must egress through a proxy cannot use this tool; a public host may itself relay to
+private services (an open redirector is handled, an open proxy is not); and an allow-listed
+host name is trusted whatever it resolves to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import ssl
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import httpcore
+import httpx
+
+from agents.tools.base import ToolError
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class FetchRefused(ToolError):
+    """The target is not reachable under the SSRF policy; raised before any connection."""
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv4-mapped, NAT64, 6to4 or Teredo address carries, if any."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    return None
+
+
+def address_problem(ip: IPAddress) -> str | None:
+    """Why `ip` must not be fetched ("loopback", "private", ...), or None for a global address."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None:
+            inner = address_problem(embedded)
+            if inner is not None:
+                return f"{inner} (embedded in {ip})"
+            if ip.ipv4_mapped is not None or ip in _NAT64:
+                return None  # the packet goes to the (global) IPv4 address inside
+    for label, test in _LABELS:
+        if test(ip):
+            return label
+    if not ip.is_global or any(ip.version == n.version and ip in n for n in _NOT_GLOBAL):
+        return "non-global"
+    return None
+
+
+_CGNAT = ipaddress.IPv4Network("100.64.0.0/10")
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+# Not global, though Python 3.11's is_global says they are.
+_NOT_GLOBAL: tuple[IPNetwork, ...] = (
+    ipaddress.IPv4Network("192.0.0.0/24"),  # IETF protocol assignments; 192.0.0.192 metadata
+    ipaddress.IPv6Network("fec0::/10"),  # deprecated site-local
+    ipaddress.IPv6Network("64:ff9b:1::/48"),  # local-use NAT64 (RFC 8215)
+)
+_LABELS: tuple[tuple[str, Any], ...] = (
+    ("unspecified", lambda ip: ip.is_unspecified),
+    ("loopback", lambda ip: ip.is_loopback),
+    ("link-local (includes cloud metadata endpoints)", lambda ip: ip.is_link_local),
+    ("multicast", lambda ip: ip.is_multicast),
+    ("carrier-grade NAT (100.64.0.0/10)", lambda ip: ip.version == 4 and ip in _CGNAT),
+    ("site-local", lambda ip: ip.version == 6 and ip.is_site_local),
+    ("reserved", lambda ip: ip.is_reserved),
+    ("private", lambda ip: ip.is_private),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AllowList:
+    """Host names (exact, or `*.example.com` for subdomains), IP addresses and CIDR networks
+    that may be fetched even though they resolve to non-public addresses."""
+
+    hosts: frozenset[str] = frozenset()
+    suffixes: tuple[str, ...] = ()
+    networks: tuple[IPNetwork, ...] = ()
+
+    @classmethod
+    def parse(cls, entries: Iterable[str]) -> AllowList:
+        hosts: set[str] = set()
+        suffixes: list[str] = []
+        networks: list[IPNetwork] = []
+        for raw in entries:
+            entry = raw.strip().lower().rstrip(".")
+            if entry.startswith("[") and entry.endswith("]"):
+                entry = entry[1:-1]
+            if not entry:
+                continue
+            try:
+                networks.append(ipaddress.ip_network(entry, strict=False))
+                continue
+            except ValueError:
+                pass
+            if entry.startswith("*."):
+                suffixes.append(entry[1:])
+            else:
+                hosts.add(entry)
+        return cls(frozenset(hosts), tuple(suffixes), tuple(networks))
+
+    def allows_host(self, host: str) -> bool:
+        name = host.lower().rstrip(".")
+        return name in self.hosts or any(name.endswith(s) for s in self.suffixes)
+
+    def allows_address(self, ip: IPAddress) -> bool:
+        return any(ip.version == net.version and ip in net for net in self.networks)
+
+
+async def resolve_checked(host: str, port: int, allow: AllowList) -> list[str]:
+    """The addresses of `host` if every one may be fetched, else FetchRefused.
+
+    IP literals (any form the C resolver accepts numerically, such as `2130706433`) are
+    parsed without DNS; names are resolved with the event loop's getaddrinfo.
+    """
+    name = host.lower().rstrip(".")
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await loop.getaddrinfo(
+            name, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST
+        )
+    except (socket.gaierror, UnicodeError):
+        try:
+            infos = await loop.getaddrinfo(name, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise ToolError(f"cannot resolve host {host!r} ({exc.strerror})") from None
+        except UnicodeError as exc:
+            raise ToolError(f"invalid host name {host!r} ({exc})") from None
+    addresses: list[IPAddress] = []
+    for info in infos:
+        ip = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+        if ip not in addresses:
+            addresses.append(ip)
+    if not addresses:
+        raise ToolError(f"cannot resolve host {host!r} (no addresses)")
+    if not allow.allows_host(name):
+        for ip in addresses:
+            problem = address_problem(ip)
+            if problem is not None and not allow.allows_address(ip):
+                shown = host if str(ip) == name else f"{host} (resolves to {ip})"
+                raise FetchRefused(
+                    f"refused to fetch {shown}: a {problem} address. web_fetch only reaches "
+                    "public internet hosts; the owner can add this host to the web_fetch "
+                    "allow_hosts setting if it is meant to be reachable"
+                )
+    return [str(ip) for ip in addresses]
+
+
+class _GuardedBackend(httpcore.AsyncNetworkBackend):
+    """Resolves, checks and connects to the checked address, for every connection httpcore opens."""
+
+    def __init__(self, allow: AllowList) -> None:
+        self._allow = allow
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        addresses = await resolve_checked(host, port, self._allow)
+        error: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._inner.connect_tcp(
+                    address,
+                    port,
+                    timeout=timeout,
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                error = exc
+        assert error is not None
+        raise error
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise FetchRefused("web_fetch never connects to unix sockets")
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+def _as_httpx_error(exc: Exception) -> httpx.TransportError:
+    message = str(exc) or type(exc).__name__
+    if isinstance(exc, httpcore.TimeoutException):
+        return httpx.TimeoutException(message)
+    return httpx.TransportError(message)
+
+
+_HTTPCORE_ERRORS = (
+    httpcore.TimeoutException,
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.UnsupportedProtocol,
+    httpcore.ConnectionNotAvailable,
+)
+
+
+class _GuardedStream(httpx.AsyncByteStream):
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for part in self._stream:
+                yield part
+        except _HTTPCORE_ERRORS as exc:
+            raise _as_httpx_error(exc) from exc
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class GuardedTransport(httpx.AsyncBaseTransport):
+    """httpx transport over an httpcore pool whose every connection is checked."""
+
+    def __init__(self, allow: AllowList, ssl_context: ssl.SSLContext) -> None:
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=4,
+            keepalive_expiry=5.0,
+            network_backend=_GuardedBackend(allow),
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        core_request = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=request.url.raw_scheme,
+                host=request.url.raw_host,
+                port=request.url.port,
+                target=request.url.raw_path,
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        try:
+            response = await self._pool.handle_async_request(core_request)
+        except _HTTPCORE_ERRORS as exc:
+            raise _as_httpx_error(exc) from exc
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_GuardedStream(response.stream),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
