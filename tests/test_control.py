@@ -275,7 +275,7 @@ def test_an_unreadable_credential_file_does_not_stop_pairing(
     config = tmp_path / "config.yaml"
     config.write_text(
         "providers: {anthropic: {api_key: '${cred:anthropic_key}'}}\n"
-        f"channels: {{telegram: {{enabled: true, token: '${{file:{tmp_path}/root-only'}}'}}}}\n"
+        f"channels: {{telegram: {{enabled: true, token: '${{file:{tmp_path}/root-only}}'}}}}\n"
     )
     assert main(["pairing", "list", "--config", str(config)]) == 0
     assert "No pending pairing requests." in capsys.readouterr().out
