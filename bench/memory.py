@@ -216,8 +216,8 @@ IMPORTS = {
     "import telegram.ext": "import telegram.ext",
     "import anthropic": "import anthropic",
     "import bot.daemon (what start-up imports)": "import bot.daemon",
-    "import bot.daemon, channels.telegram, anthropic": (
-        "import bot.daemon, channels.telegram, anthropic"
+    "import bot.daemon, channels.telegram.adapter, anthropic": (
+        "import bot.daemon, channels.telegram.adapter, anthropic"
     ),
 }
 

@@ -18,9 +18,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from bot.config import ChannelPolicy
 from bot.store import PairingRequest, Store
 from channels.base import Inbound
+from channels.options import ChannelPolicy
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ def _load(args: argparse.Namespace) -> Config:
 def cmd_run(args: argparse.Namespace) -> int:
     config = load_config(config_path(args.config))
     require_api_key(config)
-    from bot.daemon import AlreadyRunning, Daemon
+    from bot.daemon import Daemon, StartupError
     from bot.logs import setup_logging
 
     setup_logging(
@@ -47,11 +47,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         config.logging.format,
         _secrets(config),
         file=config.resolve(config.logging.file) if config.logging.file else None,
-        quiet_stderr=config.channels.console.enabled and sys.stdin.isatty(),
+        quiet_stderr="console" in config.channels.enabled() and sys.stdin.isatty(),
     )
     try:
         asyncio.run(Daemon(config).run())
-    except AlreadyRunning as exc:
+    except StartupError as exc:  # what was opened is closed again; one line, no traceback
         print(f"perch: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -86,15 +86,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _secrets(config: Config) -> list[str]:
-    c = config.channels
-    return [
-        config.providers.anthropic.api_key,
-        c.telegram.token,
-        c.telegram.webhook_secret,
-        c.slack.bot_token,
-        c.slack.app_token,
-        c.slack.signing_secret,
-    ]
+    from channels.registry import secrets
+
+    return [config.providers.anthropic.api_key, *secrets(config.channels)]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -107,15 +107,12 @@ class Commands:
         return HELP
 
     def _is_owner(self, inbound: Inbound | None) -> bool:
-        """The console, or a DM from an id listed in the channel's allow_from."""
-        if inbound is None:
+        """A DM from one of the channel's owner ids (allow_from without "*"; the console
+        user)."""
+        if inbound is None or inbound.chat.is_group:
             return False
-        chat = inbound.chat
-        if chat.channel == "console":
-            return True
-        policy = getattr(self._config.channels, chat.channel, None)
-        allow = getattr(policy, "allow_from", [])
-        return not chat.is_group and inbound.sender_id in allow and inbound.sender_id != "*"
+        options = self._config.channels.options(inbound.chat.channel)
+        return options is not None and inbound.sender_id in options.owner_ids()
 
     async def _status(self, key: SessionKey) -> str:
         session = await self._store.find_session(str(key))

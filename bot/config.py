@@ -29,11 +29,13 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
 from bot.budget import BudgetConfig
+from bot.config_lenient import relax
 from bot.secret_refs import expand_secret_refs
+from channels.options import ChannelPolicy as ChannelPolicy  # re-exported: the access rules
+from channels.registry import ChannelsConfig, default_channels, validate_channels
 
 EXIT_CONFIG = 78
 DEFAULT_MODEL = "claude-sonnet-5-5"
@@ -72,16 +74,6 @@ def _needs_unit(number: object) -> str:
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
-
-
-def _ids(value: object) -> object:
-    """Allow-lists may hold numbers in YAML (Telegram ids); keep them as strings."""
-    if isinstance(value, list):
-        return [str(v) for v in value]
-    return value
-
-
-IdList = Annotated[list[str], BeforeValidator(_ids)]
 
 
 class _Model(BaseModel):
@@ -233,111 +225,6 @@ class LoggingConfig(_Model):
     file: Path | None = None  # also log here (the console keeps stderr to warnings)
 
 
-class ChannelPolicy(_Model):
-    """Access rules shared by every chat platform (DESIGN section 3, step 2)."""
-
-    enabled: bool = False
-    dm_policy: Literal["pairing", "allowlist", "open", "disabled"] = "pairing"
-    allow_from: IdList = Field(default_factory=list)
-    group_policy: Literal["allowlist", "open", "disabled"] = "allowlist"
-    groups: IdList = Field(default_factory=list)
-    require_mention: bool = True
-    mention_patterns: list[str] = Field(default_factory=list)
-    streaming: Literal["off", "partial"] = "partial"
-    max_image_bytes: int = Field(5_000_000, ge=10_000)
-
-    @model_validator(mode="after")
-    def _policies_make_sense(self) -> ChannelPolicy:
-        if not self.enabled:
-            return self
-        if self.dm_policy == "allowlist" and not self.allow_from:
-            raise ValueError(
-                "dm_policy is allowlist but allow_from is empty, so nobody could write to the "
-                "bot; list the allowed sender ids, or use dm_policy: pairing"
-            )
-        if self.dm_policy == "open" and "*" not in self.allow_from:
-            raise ValueError(
-                'dm_policy open lets anyone talk to the bot; confirm it with allow_from: ["*"]'
-            )
-        if self.group_policy == "open" and self.groups and "*" not in self.groups:
-            raise ValueError(
-                'group_policy open ignores the groups list; use groups: ["*"] or group_policy: '
-                "allowlist"
-            )
-        for pattern in self.mention_patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"mention_patterns: {pattern!r} is not a regex: {exc}") from exc
-        return self
-
-
-class ConsoleConfig(_Model):
-    enabled: bool = True
-    user: str = "owner"
-
-
-class TelegramConfig(ChannelPolicy):
-    token: str = ""
-    base_url: str = "https://api.telegram.org/bot"
-    mode: Literal["polling", "webhook"] = "polling"
-    webhook_url: str = ""
-    webhook_secret: str = ""
-    webhook_listen: str = "127.0.0.1"
-    webhook_port: int = 8443
-
-    @model_validator(mode="after")
-    def _needs_token(self) -> TelegramConfig:
-        if self.enabled and not self.token:
-            raise ValueError(
-                "telegram is enabled but token is empty; set TELEGRAM_BOT_TOKEN (from @BotFather)"
-            )
-        if self.enabled and self.mode == "webhook" and not self.webhook_secret:
-            raise ValueError("webhook mode needs webhook_secret so forged updates are refused")
-        return self
-
-
-class SlackConfig(ChannelPolicy):
-    bot_token: str = ""
-    app_token: str = ""
-    signing_secret: str = ""
-    base_url: str = "https://slack.com/api/"
-    mode: Literal["socket", "http"] = "socket"
-    http_listen: str = "127.0.0.1"
-    http_port: int = 3000
-    slash_command: str = ""
-
-    @model_validator(mode="after")
-    def _needs_tokens(self) -> SlackConfig:
-        if not self.enabled:
-            return self
-        if not self.bot_token:
-            raise ValueError("slack is enabled but bot_token is empty; set SLACK_BOT_TOKEN (xoxb-)")
-        if self.mode == "socket" and not self.app_token:
-            raise ValueError("socket mode needs app_token; set SLACK_APP_TOKEN (xapp-)")
-        if self.mode == "http" and not self.signing_secret:
-            raise ValueError("http mode needs signing_secret; set SLACK_SIGNING_SECRET")
-        return self
-
-
-class SignalConfig(ChannelPolicy):
-    number: str = ""
-    service_url: str = "http://127.0.0.1:8080"
-
-    @model_validator(mode="after")
-    def _needs_number(self) -> SignalConfig:
-        if self.enabled and not self.number:
-            raise ValueError("signal is enabled but number is empty; set SIGNAL_NUMBER (+4912...)")
-        return self
-
-
-class ChannelsConfig(_Model):
-    console: ConsoleConfig = Field(default_factory=ConsoleConfig)
-    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
-    slack: SlackConfig = Field(default_factory=SlackConfig)
-    signal: SignalConfig = Field(default_factory=SignalConfig)
-
-
 class Config(_Model):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     providers: ProvidersConfig = Field(default_factory=ProvidersConfig)
@@ -345,12 +232,17 @@ class Config(_Model):
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
-    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    channels: ChannelsConfig = Field(default_factory=default_channels)
 
     # Where the file was read from; relative paths in it are resolved against its folder.
     source: Path | None = Field(None, exclude=True)
     # What a lenient load left unresolved: one sentence per key (see `load_config`).
     unresolved: list[str] = Field(default_factory=list, exclude=True)
+
+    @field_validator("channels", mode="wrap")
+    @classmethod
+    def _by_plugin(cls, value: object, handler: Any) -> ChannelsConfig:
+        return validate_channels(value)  # each channels.<key> by its plug-in's options model
 
     def resolve(self, path: Path) -> Path:
         """A path from the config made absolute against the config file's folder."""
@@ -368,12 +260,12 @@ class Config(_Model):
 
 
 def interpolate(
-    value: Any, env: dict[str, str], path: str = "", missing: list[str] | None = None
+    value: Any, env: dict[str, str], path: str = "", missing: list[tuple[str, str]] | None = None
 ) -> Any:
     """Replace `${VAR}` and `${VAR:-default}` in every string of a parsed YAML tree.
 
     With a `missing` list, an unset variable or an unreadable `${file:}`/`${cred:}` secret is
-    left as written and described there (one sentence naming the key) instead of raising."""
+    left as written and noted there as (key path, one sentence naming it) instead of raising."""
     if isinstance(value, dict):
         return {
             k: interpolate(v, env, f"{path}.{k}" if path else str(k), missing)
@@ -392,7 +284,7 @@ def interpolate(
         if default is not None:
             return default
         if missing is not None:
-            missing.append(f"{path} uses ${{{name}}}, which is not set (export {name}=...)")
+            missing.append((path, f"{path} uses ${{{name}}}, which is not set (export {name}=...)"))
             return match.group(0)
         hint = (
             "export ANTHROPIC_API_KEY=sk-ant-... (or put it in the EnvironmentFile of the "
@@ -408,13 +300,15 @@ def interpolate(
     try:
         return expand_secret_refs(text, env, path)
     except ConfigError as exc:  # an unreadable secret file: noted, left as written
-        missing.append(str(exc))
+        missing.append((path, str(exc)))
         return text
 
 
 def _describe(error: Mapping[str, Any]) -> str:
     where = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
     message = str(error["msg"]).removeprefix("Value error, ")
+    if where and message.startswith(where + "."):
+        return message  # a plug-in's message already names its key
     if error["type"] == "extra_forbidden":
         message = "unknown key (check the spelling against the shipped config.yaml)"
     elif (
@@ -453,18 +347,23 @@ def load_config(
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections (agent:, ...)")
-    missing: list[str] | None = [] if lenient else None
+    missing: list[tuple[str, str]] | None = [] if lenient else None
     try:
         data = interpolate(raw, env, missing=missing)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        problems = [_describe(e) for e in exc.errors()]
-        raise ConfigError(f"{path}: " + "; ".join(problems)) from None
+    notes = [note for _, note in missing or []]
+    while True:
+        try:
+            config = Config.model_validate(data)
+            break
+        except ValidationError as exc:
+            errors = exc.errors()
+            if not missing or not relax(data, [where for where, _ in missing], errors, notes):
+                problems = [_describe(e) for e in errors]
+                raise ConfigError(f"{path}: " + "; ".join(problems)) from None
     config.source = path.resolve()
-    config.unresolved = missing or []
+    config.unresolved = notes
     return config
 
 

@@ -71,5 +71,9 @@ def register(sub: Any, add: Any) -> None:
         "--session", help="a session key (default agent:<id>:cli:local:dm:owner)", default=None
     )
     d = add("send", cmd_send, "deliver a message to a chat through the running daemon")
-    d.add_argument("--to", required=True, help="CHANNEL:CHAT, e.g. telegram:123, or owner")
+    d.add_argument(
+        "--to",
+        required=True,
+        help="CHANNEL:CHAT (a channel key and chat id, as perch sessions shows), or owner",
+    )
     d.add_argument("text", nargs="+", help="the message ('-' reads stdin)")

@@ -49,7 +49,7 @@ def register(sub: Any, add: Any) -> None:
     adding.add_argument(
         "--to",
         default="owner",
-        help="owner (default), last, none, or a chat: telegram:123, slack:group:C123, ...",
+        help="owner (default), last, none, or a chat: <channel>:<id>, <channel>:group:<id>, ...",
     )
     adding.add_argument(
         "--allow-fast",
@@ -168,7 +168,7 @@ def _channel_warning(config: Config, deliver_to: str) -> str:
     channel = chat.channel if chat else deliver_to.partition(":")[0]
     if deliver_to in ("owner", "last", "none") or not channel:
         return ""
-    section = getattr(config.channels, channel, None)
+    section = config.channels.options(channel)
     if section is not None and not section.enabled:
         return f"channel {channel} is not enabled in the config; the job will fail until it is"
     return ""

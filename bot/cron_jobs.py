@@ -7,7 +7,7 @@ a `CronRequest` and stores it with its first run computed; `job_view` formats a 
 people and the model.
 
 `deliver_to` holds an encoded chat (`bot.routing.encode_chat`), `owner`, `last`, `none`, or a
-typed address such as `telegram:12345` (resolved when the job runs, when the channel's
+typed address such as `<channel>:12345` (resolved when the job runs, when the channel's
 account id is known). `cron_runs.status` is one of ok (ran, nothing to send), delivered,
 error, skipped (busy, stopped) or missed (a one-shot more than the grace period late).
 """
@@ -23,12 +23,12 @@ from agents.tools.cron import CronJobView, CronRequest, SessionMode
 from bot.cron_schedule import Schedule, format_time, load_schedule, parse_schedule
 from bot.routing import decode_chat, parse_target
 from bot.store import Store
+from channels import registry
 from channels.base import ChatRef
 
 log = logging.getLogger(__name__)
 
 RunStatus = Literal["ok", "delivered", "error", "skipped", "missed"]
-KNOWN_CHANNELS = ("console", "telegram", "slack", "signal")
 DELIVERY_WORDS = ("owner", "last", "none")
 MAX_JOBS = 100
 POLL_EVERY = 30.0  # how often a running daemon looks for jobs changed by another process
@@ -227,7 +227,7 @@ def check_deliver_to(text: str) -> str:
         if decode_chat(text) is None:
             raise ValueError(f"deliver_to {text!r} is not a chat address")
         return text
-    parse_target(text, {name: "" for name in KNOWN_CHANNELS})
+    parse_target(text, {name: "" for name in registry.names()})
     return text
 
 

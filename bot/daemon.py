@@ -1,11 +1,14 @@
 """The daemon's lifecycle: build every part from the config, run, and shut down cleanly.
 
 `Daemon(config).start()` opens the store, seeds the workspace, builds the model client, the
-agent loop, the tools, the channels and the gateway, starts each enabled channel (one that
-cannot connect is logged and retried by its adapter; the daemon keeps running), re-runs what
-a crash left in the inbox, and tells systemd it is READY. `stop()` is the SIGTERM path: stop
-intake, let runs finish up to `gateway.shutdown_grace`, cancel the rest cleanly, close the
-channels and the store.
+agent loop, the tools, the channels (`channels.registry.build_channels`: the enabled plug-ins,
+by config key; this module names no platform) and the gateway, starts each channel (one that
+cannot reach its platform keeps retrying in its adapter; the daemon keeps running), re-runs
+what a crash left in the inbox, and tells systemd it is READY. Start is exception-safe: if
+any step raises, what was opened (adapters, store thread, instance lock) is closed again and
+`StartupError` names the step in one line. `stop()` is the SIGTERM path: stop intake, let
+runs finish up to `gateway.shutdown_grace`, cancel the rest cleanly, close the channels and
+the store; a part that fails to stop is logged and the rest still close.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import gc
 import json
 import logging
 import os
-import signal
+import signal as signals
 import socket
 import time
 from pathlib import Path
@@ -33,11 +36,12 @@ from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
 from bot.access import AccessControl
 from bot.budget import Budget
-from bot.config import ChannelPolicy, Config
+from bot.config import Config
 from bot.control_server import ControlServer, start_control
 from bot.gateway import Gateway
 from bot.hardening import make_undumpable
 from bot.message_targets import ChatMessenger
+from bot.owner import policies
 from bot.owner_notices import install_guards
 from bot.scheduler import Scheduler
 from bot.store import Store
@@ -47,6 +51,7 @@ from bot.turns import TurnRunner
 from bot.upkeep import SessionUpkeep
 from bot.workspace import seed_workspace
 from channels.base import Channel
+from channels.registry import build_channels
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +74,32 @@ class Daemon:
         self.scheduler: Scheduler | None = None
         self._stopped = False
         self._lock: IO[bytes] | None = None
+        self._opened: dict[str, Channel] = {}  # channels whose start() was called
+        self._step = "starting"
         self.budget: Budget | None = None
         self.control: ControlServer | None = None
 
     async def start(self) -> None:
+        """Build and start everything; on any failure close what was opened, then raise
+        `StartupError` (one line: what failed and why) or `AlreadyRunning`."""
+        try:
+            await self._start()
+        except BaseException as exc:
+            step, self._step = self._step, "stopping"
+            with contextlib.suppress(Exception):
+                await self.stop()
+            if isinstance(exc, AlreadyRunning | asyncio.CancelledError | KeyboardInterrupt):
+                raise
+            raise StartupError(f"{step} failed: {_one_line(exc)}") from exc
+
+    async def _start(self) -> None:
         began = time.perf_counter()
         config = self.config
+        self._step = "taking the instance lock"
         self._lock = hold_instance_lock(config.db_path)
+        self._step = f"opening the store {config.db_path}"
         self.store = await Store.open(config.db_path)
+        self._step = "building the daemon"
         copied = seed_workspace(config.workspace)
         if copied:
             log.info("workspace %s seeded with %s", config.workspace, ", ".join(copied))
@@ -98,7 +121,7 @@ class Daemon:
         self.channels = (
             self._given_channels
             if self._given_channels is not None
-            else build_channels(config, self.request_stop)
+            else build_channels(config.channels, self.request_stop)
         )
         self.subagents, self.announcer = build_subagents(config, self.store, agent_loop, prompts)
         messenger = ChatMessenger(config, self.store, self.channels)
@@ -109,14 +132,8 @@ class Daemon:
         )
         self.subagents.use_tools(self.tools)
         runner = TurnRunner(config, self.store, agent_loop, prompts, self.tools, self.channels)
-        policies: dict[str, ChannelPolicy] = {
-            "telegram": config.channels.telegram,
-            "slack": config.channels.slack,
-            "signal": config.channels.signal,
-        }
-        self.gateway = Gateway(
-            config, self.store, runner, self.channels, AccessControl(self.store, policies)
-        )
+        access = AccessControl(self.store, policies(config, list(config.channels.all())))
+        self.gateway = Gateway(config, self.store, runner, self.channels, access)
         compaction = config.agent.compaction
         compactor = Compactor(
             agent_loop,
@@ -137,14 +154,16 @@ class Daemon:
         self.gateway.cancel_children = self.subagents.cancel_children_of
         self.budget = install_guards(self)
         for name, channel in self.channels.items():
-            try:
-                await channel.start(self.gateway.on_message)
-                log.info("channel %s: %s", name, channel.status().detail or "started")
-            except Exception as exc:
-                log.error("channel %s could not start: %s", name, exc)
+            # An adapter retries unreachable platforms itself; one that raises is broken.
+            self._step = f"starting channel {name}"
+            self._opened[name] = channel
+            await channel.start(self.gateway.on_message)
+            log.info("channel %s: %s", name, channel.status().detail or "started")
+        self._step = "re-running unfinished messages"
         recovered = await self.gateway.recover()
         if recovered:
             log.info("re-running %d message(s) left unfinished by the last run", recovered)
+        self._step = "starting the scheduler"
         await self.scheduler.start(self.gateway)
         self.control = await start_control(self)
         self.started_at = time.time()
@@ -172,7 +191,7 @@ class Daemon:
         """Start, then serve until SIGINT/SIGTERM (or `request_stop`), then stop."""
         make_undumpable()  # same-user processes can't read our /proc/<pid>/environ or memory
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signals.SIGINT, signals.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self._on_signal)
         await self.start()
@@ -201,15 +220,19 @@ class Daemon:
             cancelled = await self.gateway.drain(self.config.gateway.shutdown_grace)
             if cancelled:
                 log.warning("cancelled %d run(s) that did not finish in time", cancelled)
-        if self.scheduler is not None:
-            await self.scheduler.stop()
-        if self.subagents is not None:
-            await self.subagents.aclose()
-        if self.announcer is not None:
-            await self.announcer.aclose()
-        if self.upkeep is not None:
-            await self.upkeep.stop()
-        for name, channel in self.channels.items():
+        for part, close in (
+            ("scheduler", self.scheduler.stop if self.scheduler else None),
+            ("sub-agents", self.subagents.aclose if self.subagents else None),
+            ("announcer", self.announcer.aclose if self.announcer else None),
+            ("upkeep", self.upkeep.stop if self.upkeep else None),
+        ):
+            if close is None:
+                continue
+            try:
+                await close()
+            except Exception as exc:  # one broken part must not keep the store open
+                log.warning("%s did not stop cleanly: %s", part, exc)
+        for name, channel in self._opened.items():
             try:
                 await asyncio.wait_for(channel.stop(), timeout=5)
             except Exception as exc:
@@ -217,9 +240,12 @@ class Daemon:
         if self.client is not None:
             await self.client.aclose()
         if self.store is not None:
-            await self.store.close()
-        status_path(self.config).unlink(missing_ok=True)
-        if self._lock is not None:
+            try:
+                await asyncio.wait_for(self.store.close(), timeout=5)
+            except Exception as exc:
+                log.warning("the store did not close cleanly: %s", exc)
+        if self._lock is not None:  # else the status file is another daemon's
+            status_path(self.config).unlink(missing_ok=True)
             self._lock.close()  # releases the instance lock
         log.info("stopped")
 
@@ -254,8 +280,17 @@ class Daemon:
             await asyncio.sleep(5)
 
 
-class AlreadyRunning(RuntimeError):
+class StartupError(RuntimeError):
+    """The daemon could not start; the message says which step failed and why."""
+
+
+class AlreadyRunning(StartupError):
     """Another Perch process serves this database."""
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:299] + "…"
 
 
 def hold_instance_lock(db_path: Path) -> IO[bytes]:
@@ -277,64 +312,6 @@ def hold_instance_lock(db_path: Path) -> IO[bytes]:
 
 def status_path(config: Config) -> Path:
     return config.db_path.with_name("status.json")
-
-
-def build_channels(config: Config, on_console_eof: Any = None) -> dict[str, Channel]:
-    """The enabled channels, each adapter imported only when it is used."""
-    channels: dict[str, Channel] = {}
-    cfg = config.channels
-    if cfg.console.enabled:
-        from channels.console import ConsoleChannel
-
-        only_console = not (cfg.telegram.enabled or cfg.slack.enabled or cfg.signal.enabled)
-        channels["console"] = ConsoleChannel(
-            cfg.console.user, on_eof=on_console_eof if only_console else None
-        )
-    if cfg.telegram.enabled:
-        from channels.telegram import TelegramChannel, TelegramOptions
-
-        t = cfg.telegram
-        channels["telegram"] = TelegramChannel(
-            TelegramOptions(
-                token=t.token,
-                base_url=t.base_url,
-                streaming=t.streaming,
-                max_image_bytes=t.max_image_bytes,
-                mode=t.mode,
-                webhook_url=t.webhook_url,
-                webhook_secret=t.webhook_secret,
-                webhook_listen=t.webhook_listen,
-                webhook_port=t.webhook_port,
-            )
-        )
-    if cfg.slack.enabled:
-        from channels.slack import SlackChannel, SlackOptions
-
-        s = cfg.slack
-        channels["slack"] = SlackChannel(
-            SlackOptions(
-                bot_token=s.bot_token,
-                app_token=s.app_token,
-                signing_secret=s.signing_secret,
-                base_url=s.base_url,
-                mode=s.mode,
-                http_listen=s.http_listen,
-                http_port=s.http_port,
-                streaming=s.streaming,
-                max_image_bytes=s.max_image_bytes,
-                slash_command=s.slash_command,
-            )
-        )
-    if cfg.signal.enabled:
-        from channels.signal import SignalChannel, SignalOptions
-
-        g = cfg.signal
-        channels["signal"] = SignalChannel(
-            SignalOptions(
-                number=g.number, service_url=g.service_url, max_image_bytes=g.max_image_bytes
-            )
-        )
-    return channels
 
 
 def sd_notify(message: str) -> bool:

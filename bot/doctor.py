@@ -2,7 +2,7 @@
 
 Each check prints `OK` or `FAIL` with what it found and, on failure, what to do. It checks the
 config, the model API key and endpoint (a free `count_tokens` call), each enabled channel's
-credentials against its platform (`getMe`, `auth.test`, `/v1/about`), the database (opens,
+credentials against its platform (the plug-in's `probe`), the database (opens,
 migrates, takes the write lock), the workspace files, and the timezone. Exit code 0 when
 everything passed, 1 otherwise, 78 when the config itself cannot be read.
 """
@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -21,6 +21,9 @@ import httpx
 from bot.config import Config
 from bot.store import MIGRATIONS, Store
 from bot.workspace import bootstrap_dir
+from channels import registry
+from channels.options import ChannelOptions
+from channels.plugin import Probe
 
 TIMEOUT = 10.0
 
@@ -45,13 +48,10 @@ async def run_checks(config: Config) -> list[Check]:
     checks: list[Check] = [Check(True, "config", f"{config.source} is valid")]
     async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as http:
         probes: list[Callable[[], Awaitable[Check]]] = [lambda: _model(config, http)]
-        channels = config.channels
-        if channels.telegram.enabled:
-            probes.append(lambda: _telegram(config, http))
-        if channels.slack.enabled:
-            probes.append(lambda: _slack(config, http))
-        if channels.signal.enabled:
-            probes.append(lambda: _signal(config, http))
+        for name in config.channels.enabled():
+            plugin, options = registry.get(name), config.channels.options(name)
+            if plugin is not None and plugin.probe is not None and options is not None:
+                probes.append(partial(_channel, name, options, plugin.probe, http))
         checks.extend(await asyncio.gather(*(probe() for probe in probes)))
     checks.append(await _database(config))
     checks.append(_workspace(config))
@@ -97,87 +97,15 @@ async def _model(config: Config, http: httpx.AsyncClient) -> Check:
     )
 
 
-class _Unreachable(Exception):
-    """A platform probe got no usable answer; the message names why."""
-
-
-async def _json(
-    http: httpx.AsyncClient, method: str, url: str, **kwargs: Any
-) -> tuple[int, dict[str, Any]]:
-    """The status and JSON object a platform answered, or `_Unreachable`."""
+async def _channel(
+    name: str, options: ChannelOptions, probe: Probe, http: httpx.AsyncClient
+) -> Check:
+    """One enabled channel's plug-in probe, as a doctor line."""
     try:
-        response = await http.request(method, url, **kwargs)
-        data = response.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        raise _Unreachable(type(exc).__name__) from None
-    return response.status_code, data if isinstance(data, dict) else {}
-
-
-async def _telegram(config: Config, http: httpx.AsyncClient) -> Check:
-    t = config.channels.telegram
-    try:
-        status, data = await _json(http, "GET", f"{t.base_url.rstrip('/')}{t.token}/getMe")
-    except _Unreachable as exc:
-        return Check(
-            False,
-            "telegram",
-            f"Bot API unreachable ({exc})",
-            "check channels.telegram.base_url and the network",
-        )
-    if data.get("ok"):
-        return Check(True, "telegram", f"bot @{data['result'].get('username')} is reachable")
-    return Check(
-        False,
-        "telegram",
-        f"getMe failed: {data.get('description', status)}",
-        "check TELEGRAM_BOT_TOKEN (from @BotFather)",
-    )
-
-
-async def _slack(config: Config, http: httpx.AsyncClient) -> Check:
-    s = config.channels.slack
-    url = s.base_url.rstrip("/") + "/auth.test"
-    try:
-        status, data = await _json(
-            http, "POST", url, headers={"Authorization": f"Bearer {s.bot_token}"}
-        )
-    except _Unreachable as exc:
-        return Check(
-            False,
-            "slack",
-            f"Slack API unreachable ({exc})",
-            "check channels.slack.base_url and the network",
-        )
-    if data.get("ok"):
-        return Check(True, "slack", f"bot {data.get('user')} in team {data.get('team')} is ready")
-    return Check(
-        False,
-        "slack",
-        f"auth.test failed: {data.get('error', status)}",
-        "check SLACK_BOT_TOKEN (xoxb-...)",
-    )
-
-
-async def _signal(config: Config, http: httpx.AsyncClient) -> Check:
-    g = config.channels.signal
-    try:
-        _, data = await _json(http, "GET", g.service_url.rstrip("/") + "/v1/about")
-    except _Unreachable as exc:
-        return Check(
-            False,
-            "signal",
-            f"{g.service_url} unreachable ({exc})",
-            "start signal-cli-rest-api and check channels.signal.service_url",
-        )
-    mode = data.get("mode")
-    if mode != "json-rpc":
-        return Check(
-            False,
-            "signal",
-            f"signal-cli-rest-api runs in mode {mode!r}",
-            "run the container with MODE=json-rpc",
-        )
-    return Check(True, "signal", f"signal-cli-rest-api {data.get('version', '?')} in json-rpc mode")
+        result = await probe(options, http)
+    except Exception as exc:  # a probe bug must not hide the other checks
+        return Check(False, name, f"the probe failed: {exc}", "see the log; report it")
+    return Check(result.ok, name, result.detail, result.fix)
 
 
 async def _database(config: Config) -> Check:

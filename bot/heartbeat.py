@@ -11,9 +11,9 @@ jobs: where `owner`, `last`, `none` or an explicit chat point right now.
 Decisions: an active-hours window `HH:MM-HH:MM` includes its start and excludes its end;
 start == end means all day; a window whose end is before its start wraps midnight.
 HTML comments are removed before the checklist is shown to the model (the shipped template
-keeps its examples in comments). `owner` is the first non-`*` id in `allow_from` of telegram,
-slack, signal (in that order) among the running channels, as a DM; the console when it is
-the only channel. A target that cannot be resolved skips the heartbeat with a warning.
+keeps its examples in comments). `owner` is `bot.owner.resolve_owner`: the first owner id
+of the running channels in registry order, as a DM (the console's user counts too). A
+target that cannot be resolved skips the heartbeat with a warning.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from agents.sanitize import is_silent, sanitize_output, strip_heartbeat_ok, strip_silent_token
-from bot.config import ChannelPolicy, Config, HeartbeatTarget
+from bot.config import Config, HeartbeatTarget
 from bot.gateway import Gateway
+from bot.owner import resolve_owner
 from bot.routing import decode_chat, parse_target
 from bot.sessions import SessionKey
 from bot.store import Store
@@ -131,37 +132,15 @@ class TargetError(Exception):
     """A delivery target that points nowhere right now; the message says how to fix it."""
 
 
-def _account(channel: Channel) -> str:
-    account = getattr(channel, "account", None)
-    if isinstance(account, str):
-        return account
-    chat = getattr(channel, "chat", None)
-    return chat.account if isinstance(chat, ChatRef) else ""
-
-
 def _owner(config: Config, channels: Mapping[str, Channel]) -> ChatRef:
-    policies: tuple[tuple[str, ChannelPolicy], ...] = (
-        ("telegram", config.channels.telegram),
-        ("slack", config.channels.slack),
-        ("signal", config.channels.signal),
-    )
-    for name, policy in policies:
-        if name not in channels:
-            continue
-        ids = [i for i in policy.allow_from if i != "*"]
-        if ids:
-            return ChatRef(name, _account(channels[name]), "dm", ids[0])
-    if set(channels) == {"console"}:
-        console = channels["console"]
-        chat = getattr(console, "chat", None)
-        if isinstance(chat, ChatRef):
-            return chat
-        return ChatRef("console", _account(console), "dm", config.channels.console.user)
-    raise TargetError(
-        "there is no owner to deliver to: put your own user id first in allow_from of an "
-        "enabled channel (e.g. channels.telegram.allow_from), or set heartbeat.target / "
-        "the job's deliver_to to a chat"
-    )
+    chat = resolve_owner(config, channels)
+    if chat is None:
+        raise TargetError(
+            "there is no owner to deliver to: put your own user id first in allow_from of an "
+            "enabled channel (channels.<name>.allow_from), or set heartbeat.target / "
+            "the job's deliver_to to a chat"
+        )
+    return chat
 
 
 async def _last(store: Store, channels: Mapping[str, Channel]) -> ChatRef:
@@ -184,7 +163,7 @@ async def resolve_target(
     store: Store,
 ) -> ChatRef | None:
     """The chat `target` points to now; None for `none`. TargetError when there is none."""
-    accounts = {name: _account(channel) for name, channel in channels.items()}
+    accounts = {name: channel.account for name, channel in channels.items()}
     chat: ChatRef | None
     if isinstance(target, HeartbeatTarget):
         try:

@@ -1,9 +1,9 @@
 """Logging: one line per event, text for terminals or JSON for journald, secrets redacted.
 
 `setup_logging(level, fmt, secrets)` installs a root handler whose filter replaces every
-configured secret value and anything shaped like a token (Telegram bot tokens, `sk-ant-`,
-`xox?-`/`xapp-` Slack tokens, `Bearer ...`) with `[REDACTED]`, in the message and in
-exception text. `run_id` and `session` context variables are added to every line of a run.
+configured secret value and anything shaped like a token (`sk-ant-`, `Bearer ...`, and the
+token shapes each channel plug-in declares in `redact`) with `[REDACTED]`, in the message and
+in exception text. `run_id` and `session` context variables are added to every line of a run.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from channels import registry
+
 run_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("run_id", default="")
 session_var: contextvars.ContextVar[str] = contextvars.ContextVar("session", default="")
 
 TOKEN_PATTERNS = [
-    re.compile(r"(?<!\d)\d{6,12}:[A-Za-z0-9_-]{30,}"),  # Telegram bot token
+    *registry.redaction_patterns(),
     re.compile(r"sk-ant-[A-Za-z0-9_-]{8,}"),
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{8,}"),
-    re.compile(r"\bxapp-[A-Za-z0-9-]{8,}"),
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),
     re.compile(r"(?i)(x-api-key['\"]?\s*[:=]\s*['\"]?)[A-Za-z0-9._-]{8,}"),
 ]
@@ -126,16 +126,14 @@ def setup_logging(
         h.addFilter(redacting)
         root.addHandler(h)
     root.setLevel(level)
-    # Chatty libraries log request URLs (the Telegram token is in them) at INFO/DEBUG.
+    # Chatty libraries log request URLs (a bot token may be in them) at INFO/DEBUG.
     for noisy in (
         "httpx",
         "httpcore",
-        "telegram",
         "apscheduler",
-        "slack_bolt",
-        "slack_sdk",
         "aiohttp.access",
         "anthropic",
         "websockets",
+        *registry.quiet_loggers(),
     ):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))

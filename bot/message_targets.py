@@ -6,8 +6,8 @@ and says whether it is allowed: the run's own chat; a DM with an id in an enable
 `allow_from` (never via `"*"`) or the console user (the owner); a group listed in that
 channel's `groups` (never via `"*"`). A DM with anyone else is allowed only if they were
 approved by pairing, which `ChatMessenger` asks the store. Everything else is refused with a
-message listing how targets are written. `owner` is the first `allow_from` id of the first
-enabled channel (telegram, slack, signal), else the console.
+message listing how targets are written. `owner` is `bot.owner.resolve_owner`'s answer: the
+first owner id of the running channels in registry order (the console's user counts too).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Literal
 from agents.sanitize import is_silent, sanitize_output, strip_silent_token
 from agents.tools.base import ToolError
 from agents.tools.message import TARGET_FORMS
-from bot.config import ChannelPolicy, Config
+from bot.config import Config
+from bot.owner import owner_ids, policies
 from bot.routing import decode_chat, parse_target
 from bot.store import Store
 from channels.base import Channel, ChatRef, Outbound
@@ -28,7 +29,6 @@ from channels.base import Channel, ChatRef, Outbound
 log = logging.getLogger(__name__)
 
 Verdict = Literal["allow", "if_approved", "refuse"]
-CHAT_CHANNELS = ("telegram", "slack", "signal")
 
 
 class TargetRefused(ToolError):
@@ -36,7 +36,7 @@ class TargetRefused(ToolError):
 
 
 def describe(chat: ChatRef) -> str:
-    """`telegram:123`, `slack:group:C1:1700.1`: the target form of a chat."""
+    """`<channel>:123`, `<channel>:group:C1:1700.1`: the target form of a chat."""
     if chat.kind == "dm":
         return f"{chat.channel}:{chat.chat_id}"
     thread = f":{chat.thread_id}" if chat.thread_id else ""
@@ -48,21 +48,18 @@ class TargetPolicy:
     accounts: Mapping[str, str]  # running channel -> the account id its adapter reports
     owners: Mapping[str, tuple[str, ...]]  # channel -> owner DM ids, in config order
     groups: Mapping[str, frozenset[str]]  # channel -> allow-listed group ids
+    pairing: frozenset[str] = frozenset()  # channels where strangers may be approved
 
     @classmethod
     def from_config(cls, config: Config, channels: Mapping[str, Channel]) -> TargetPolicy:
-        accounts = {name: _account(channel) for name, channel in channels.items()}
-        owners: dict[str, tuple[str, ...]] = {}
+        accounts = {name: channel.account for name, channel in channels.items()}
+        owners = owner_ids(config, channels)
         groups: dict[str, frozenset[str]] = {}
-        for name in CHAT_CHANNELS:
-            policy: ChannelPolicy = getattr(config.channels, name)
-            if name not in accounts:  # running channels are the enabled ones
-                continue
-            owners[name] = tuple(i for i in policy.allow_from if i != "*")
+        pairing: set[str] = set()
+        for name, policy in policies(config, list(channels)).items():
             groups[name] = frozenset(g for g in policy.groups if g != "*")
-        if "console" in accounts:
-            owners["console"] = (config.channels.console.user,)
-        return cls(accounts, owners, groups)
+            pairing.add(name)
+        return cls(accounts, owners, groups, frozenset(pairing))
 
     def resolve(self, target: str, current: ChatRef | None) -> ChatRef:
         """The chat `target` names; TargetRefused if it is malformed or unknown."""
@@ -75,8 +72,7 @@ class TargetPolicy:
                 )
             return current
         if word.lower() == "owner":
-            for channel in (*CHAT_CHANNELS, "console"):
-                ids = self.owners.get(channel, ())
+            for channel, ids in self.owners.items():  # registry order
                 if ids:
                     return ChatRef(channel, self.accounts.get(channel, ""), "dm", ids[0])
             raise TargetRefused(
@@ -97,7 +93,7 @@ class TargetPolicy:
             return "allow" if chat.chat_id in self.groups.get(chat.channel, ()) else "refuse"
         if chat.chat_id in self.owners.get(chat.channel, ()):
             return "allow"
-        return "if_approved" if chat.channel in CHAT_CHANNELS else "refuse"
+        return "if_approved" if chat.channel in self.pairing else "refuse"
 
     def refusal(self, target: str) -> str:
         running = ", ".join(sorted(self.accounts)) or "none"
@@ -148,10 +144,3 @@ class ChatMessenger:
 
 def _same_chat(a: ChatRef, b: ChatRef) -> bool:
     return (a.channel, a.kind, a.chat_id) == (b.channel, b.kind, b.chat_id)
-
-
-def _account(channel: Channel) -> str:
-    chat = getattr(channel, "chat", None)  # the console names its one chat
-    if isinstance(chat, ChatRef):
-        return chat.account
-    return str(getattr(channel, "account", "") or "")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.config import ChannelsConfig, ConfigError, load_config
+from bot.config import ChannelPolicy, ConfigError, load_config
 from bot.onboard_files import (
     ENV_REF,
     config_template,
@@ -36,10 +36,12 @@ from bot.onboard_files import (
     write_credentials,
     write_env_file,
 )
+from channels import registry
 
 PROVIDER_KEY = "ANTHROPIC_API_KEY"
 PROVIDER_URL = "ANTHROPIC_BASE_URL"
-CHAT_CHANNELS = tuple(name for name in ChannelsConfig.model_fields if name != "console")
+# The platforms strangers can write on (the console, your own terminal, needs no setup).
+CHAT_CHANNELS = tuple(p.key for p in registry.plugins() if issubclass(p.options, ChannelPolicy))
 
 
 class OnboardError(Exception):

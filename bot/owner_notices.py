@@ -1,8 +1,7 @@
 """Telling the owner: pairing requests and budget warnings reach the owner's DM.
 
-The owner is the first id in `allow_from` of an enabled chat channel (in the order of
-`message_targets.CHAT_CHANNELS`), else the console user when the console is on; with no
-owner configured the notice is only logged. `install_guards(daemon)` wires the daily budget
+The owner is who `bot/owner.py` says (the first owner id of the running channels, in registry
+order); with no owner configured the notice is only logged. `install_guards(daemon)` wires the daily budget
 (`bot/budget.py`) into the gateway, the scheduler, sub-agents, `/budget` and the usage
 listeners, and the pairing notice into access control; `bot/daemon.py` calls it once.
 """
@@ -13,10 +12,9 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from agents.tools.base import ToolError
 from bot.budget import Budget
 from bot.config import Config
-from bot.message_targets import TargetPolicy
+from bot.owner import resolve_owner
 from bot.store import PairingRequest
 from channels.base import Channel, Outbound
 
@@ -28,9 +26,8 @@ log = logging.getLogger(__name__)
 
 async def tell_owner(config: Config, channels: Mapping[str, Channel], text: str) -> bool:
     """Send `text` to the owner's DM; False (logged) when there is no owner or it failed."""
-    try:
-        chat = TargetPolicy.from_config(config, channels).resolve("owner", None)
-    except ToolError:
+    chat = resolve_owner(config, channels)
+    if chat is None:
         log.info("no owner configured to tell: %s", text)
         return False
     channel = channels.get(chat.channel)

@@ -2,7 +2,7 @@
 
 `encode_chat(ChatRef) -> str` and `decode_chat(str) -> ChatRef` round-trip a chat address
 through one compact JSON string, stored as a session's `origin` and a cron job's
-`deliver_to`. `parse_target("telegram:12345")` reads the short form people type in config
+`deliver_to`. `parse_target("<channel>:12345")` reads the short form people type in config
 and on the command line (`<channel>:<chat id>[:<thread id>]`, a DM unless told `group:`).
 """
 
@@ -35,7 +35,7 @@ def decode_chat(text: str) -> ChatRef | None:
 
 
 def parse_target(text: str, accounts: dict[str, str]) -> ChatRef:
-    """`telegram:123`, `slack:group:C123:1700.1`, `signal:+4912345` -> a ChatRef.
+    """`<channel>:123`, `<channel>:group:C123:1700.1`, `<channel>:dm:+4912345` -> a ChatRef.
 
     `accounts` maps channel names to the account id the adapter reports. Raises ValueError
     with the accepted forms when the text is not one of them.

@@ -182,7 +182,7 @@ class SessionKey:
     def group(
         cls, agent: str, channel: str, account: str, group: str, thread: str | None = None
     ) -> SessionKey:
-        """A group chat (Slack channel, Signal/Telegram group), optionally one thread of it."""
+        """A group chat (a platform's channel, group or room), optionally one thread of it."""
         return cls(agent, "group", channel, account, group, thread)
 
     @classmethod

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
@@ -176,6 +177,11 @@ _SESSION_COLUMNS = (
 )
 
 
+def _check_openable(path: Path) -> None:
+    """Raise sqlite3's own error if `path` cannot be opened as a database."""
+    sqlite3.connect(path).close()
+
+
 class Store:
     """The daemon's database. Open with `await Store.open(path)`; close with `close()`."""
 
@@ -189,14 +195,21 @@ class Store:
         path = Path(path)
         if str(path) != ":memory:":
             path.parent.mkdir(parents=True, exist_ok=True)
+            # Fail here, not inside aiosqlite: a failed aiosqlite connect leaves its worker
+            # thread to report to an event loop that may be closed by then.
+            _check_openable(path)
         db = await aiosqlite.connect(str(path), isolation_level=None)
-        db.row_factory = aiosqlite.Row
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute("PRAGMA synchronous=NORMAL")
-        await db.execute("PRAGMA foreign_keys=ON")
-        await db.execute("PRAGMA busy_timeout=5000")
-        store = cls(db, path)
-        await store._migrate()
+        try:
+            db.row_factory = aiosqlite.Row
+            await db.execute("PRAGMA journal_mode=WAL")
+            await db.execute("PRAGMA synchronous=NORMAL")
+            await db.execute("PRAGMA foreign_keys=ON")
+            await db.execute("PRAGMA busy_timeout=5000")
+            store = cls(db, path)
+            await store._migrate()
+        except BaseException:
+            await db.close()  # the database thread ends with the failed open
+            raise
         return store
 
     async def close(self) -> None:

@@ -39,22 +39,13 @@ from bot.logs import run_id_var, session_var
 from bot.routing import encode_chat
 from bot.sessions import SessionKey
 from bot.store import SessionRow, Store
+from channels import registry
 from channels.base import Channel, ChatRef, Outbound, ReplyStream, ShowsTools
 
 log = logging.getLogger(__name__)
 
 SUMMARY_ACK = "Understood. I have the summary of our earlier conversation."
 ERROR_REPLY = "Sorry, I couldn't answer that: {error}"
-
-CHAT_HINTS = {
-    "telegram": "You are replying in Telegram. Markdown works (bold, italic, code, links); "
-    "tables do not render, so use lists instead.",
-    "slack": "You are replying in Slack. Markdown is converted to Slack formatting; keep "
-    "replies compact.",
-    "signal": "You are replying in Signal. Bold, italic, strikethrough and monospace render; "
-    "links and tables show as plain text.",
-    "console": "You are replying in a terminal. Plain text and light Markdown read best.",
-}
 
 
 @dataclass(slots=True)
@@ -158,7 +149,7 @@ class TurnRunner:
             session_key=str(key),
             model=self.config.agent.model,
             timezone=self.config.agent.timezone,
-            chat_hint=CHAT_HINTS.get(chat.channel, "") if chat else "",
+            chat_hint=registry.capabilities(chat.channel).chat_hint if chat else "",
         )
         request = RunRequest(
             session_key=str(key),

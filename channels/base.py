@@ -3,6 +3,8 @@
 Adapters in `channels/` turn platform events into `Inbound` and deliver `Outbound`. They know
 nothing of sessions, agents or policy: the gateway in `bot/` builds the session key from the
 `ChatRef` fields (channel, account, chat kind, chat id, thread id) and decides what to answer.
+How an adapter is found, configured and built is the plug-in seam: `channels.plugin` and
+`channels.registry`.
 """
 
 from __future__ import annotations
@@ -122,9 +124,16 @@ class ShowsTools(Protocol):
 
 @runtime_checkable
 class Channel(Protocol):
-    """A platform adapter. `start` connects and returns once receiving is running."""
+    """A platform adapter. `start` connects and returns once receiving is running.
+
+    `account` is the bot's own id on the platform (Telegram bot id, Slack team id, Signal
+    number, "local" for the console): the account part of every `ChatRef` it makes.
+    """
 
     name: str
+
+    @property
+    def account(self) -> str: ...
 
     async def start(self, on_message: InboundHandler) -> None: ...
 

@@ -7,8 +7,9 @@ reader where stdin supports it and a background thread otherwise (files, /dev/nu
 
 When `interactive` (default: stdin is a terminal) it prints a one-line hint at start (type,
 /help, Ctrl-D) and shows `… thinking` while a turn runs (the `typing` indicator), or
-`… running <tool>` while the agent uses a tool, erased before the reply is printed. Logs never go to stdout; `perch run` keeps them off the
-terminal while the console is on (see `bot/logs.py`).
+`… running <tool>` while the agent uses a tool, erased before the reply is printed. Logs
+never go to stdout; `perch run` keeps them off the terminal while the console is on (see
+`bot/logs.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TextIO
 
 from channels.base import (
+    Channel,
     ChannelStatus,
     ChatRef,
     Inbound,
@@ -30,10 +32,22 @@ from channels.base import (
     Outbound,
     ReplyStream,
 )
+from channels.options import ChannelOptions
+from channels.plugin import Capabilities, ChannelContext, ChannelPlugin
 
 PREFIX = "perch> "
 HINT = "Type a message and press Enter to talk to Perch; /help lists commands; Ctrl-D quits.\n"
 THINKING = "… thinking"
+
+
+class ConsoleOptions(ChannelOptions):
+    """`channels.console`: on by default; `user` is the owner's name in the session key."""
+
+    enabled: bool = True
+    user: str = "owner"
+
+    def owner_ids(self) -> tuple[str, ...]:
+        return (self.user,)
 
 
 class ConsoleChannel:
@@ -61,6 +75,10 @@ class ConsoleChannel:
         self._ids = itertools.count(1)
         self._up = False
         self.chat = ChatRef("console", "local", "dm", user)
+
+    @property
+    def account(self) -> str:
+        return self.chat.account
 
     async def start(self, on_message: InboundHandler) -> None:
         self._up = True
@@ -205,3 +223,22 @@ async def _thread_lines(stream: TextIO) -> AsyncIterator[str]:
     threading.Thread(target=pump, name="console-stdin", daemon=True).start()
     while (line := await queue.get()) is not None:
         yield line
+
+
+def create(options: ChannelOptions, context: ChannelContext) -> Channel:
+    """The console; end of input stops the daemon only when no other channel is enabled."""
+    assert isinstance(options, ConsoleOptions)
+    return ConsoleChannel(options.user, on_eof=None if context.others else context.request_stop)
+
+
+PLUGIN = ChannelPlugin(
+    key="console",
+    options=ConsoleOptions,
+    create=create,
+    capabilities=Capabilities(
+        can_edit=False,
+        can_type=False,
+        max_len=1_000_000,
+        chat_hint="You are replying in a terminal. Plain text and light Markdown read best.",
+    ),
+)

@@ -1,7 +1,7 @@
 """Rendering Claude's Markdown for each platform: Telegram HTML, Slack mrkdwn, Signal styles.
 
-Owns the entry points adapters call. Each wraps one renderer (`channels.render_telegram`,
-`channels.render_slack`, `channels.render_signal`, all reading with `channels.markdown`) so it
+Owns the entry points adapters call. Each wraps one renderer (`channels.telegram.render`,
+`channels.slack.render`, `channels.signal.render`, all reading with `channels.markdown`) so it
 never raises: a bug falls back to escaped plain text and logs the exception type, never the text.
 
 Size after rendering, for one chunk of `n` characters (code points) of Markdown:
@@ -22,9 +22,9 @@ import logging
 from collections.abc import Callable
 from typing import TypeVar
 
-from channels.render_signal import markdown_to_plain, markdown_to_signal_text, utf16_len
-from channels.render_slack import escape_slack, markdown_to_slack_mrkdwn
-from channels.render_telegram import escape_html, markdown_to_telegram_html
+from channels.signal.render import markdown_to_plain, markdown_to_signal_text, utf16_len
+from channels.slack.render import escape_slack, markdown_to_slack_mrkdwn
+from channels.telegram.render import escape_html, markdown_to_telegram_html
 
 __all__ = [
     "render_plain",

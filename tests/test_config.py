@@ -148,7 +148,7 @@ def test_allowlist_with_ids_and_numbers_is_accepted(tmp_path: Path) -> None:
     config = load_config(
         write(
             tmp_path,
-            "channels: {telegram: {enabled: true, token: t, dm_policy: allowlist, "
+            "channels: {telegram: {enabled: true, token: '1:t', dm_policy: allowlist, "
             "allow_from: [12345, '678']}}\n",
         ),
         ENV,

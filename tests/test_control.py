@@ -284,3 +284,17 @@ def test_an_unreadable_credential_file_does_not_stop_pairing(
     assert "FAIL  secret: providers.anthropic.api_key: ${cred:anthropic_key} needs" in doctor
     assert f"FAIL  secret: channels.telegram.token: cannot read secret file {tmp_path}" in doctor
     assert main(["run", "--config", str(config)]) == 78
+
+
+def test_a_channel_whose_token_is_unset_is_off_for_other_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TELEGRAM_TOKEN", raising=False)
+    config = tmp_path / "config.yaml"
+    config.write_text("channels: {telegram: {enabled: true, token: '${TELEGRAM_TOKEN}'}}\n")
+    assert main(["status", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "channels.telegram.token uses ${TELEGRAM_TOKEN}, which is not set" in out
+    assert "channels.telegram is treated as disabled here" in out
+    assert main(["run", "--config", str(config)]) == 78  # the daemon still needs it
+    assert "TELEGRAM_TOKEN is not set" in capsys.readouterr().err

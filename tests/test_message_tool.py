@@ -120,7 +120,7 @@ CONFIG = Config.model_validate(
             "console": {"enabled": False},
             "telegram": {
                 "enabled": True,
-                "token": "t",
+                "token": "1:t",
                 "dm_policy": "open",
                 "allow_from": ["*", "42"],
                 "groups": ["*", "g1"],

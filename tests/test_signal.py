@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from channels.base import Channel, ChatRef, FinalOnlyStream, Image, Inbound, Outbound
 from channels.formatting import render_signal_text
-from channels.signal import (
+from channels.signal.adapter import (
     SignalApiError,
     SignalChannel,
     SignalOptions,

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from channels.base import Channel, ChatRef, FinalOnlyStream, Image, Inbound, Outbound
 from channels.chunking import split_markdown
 from channels.formatting import render_plain, render_slack_mrkdwn
-from channels.slack import (
+from channels.slack.adapter import (
     TYPING_STATUS,
     SlackChannel,
     SlackDeliveryError,
@@ -587,13 +587,13 @@ async def test_http_mode_on_a_busy_port_reports_it_and_keeps_running(fake: FakeS
 
 def test_options_refuse_swapped_or_missing_tokens() -> None:
     with pytest.raises(ValueError, match="app-level token"):
-        SlackOptions(bot_token="xapp-1-abc", app_token="xapp-1-abc")
+        SlackOptions(enabled=True, bot_token="xapp-1-abc", app_token="xapp-1-abc")
     with pytest.raises(ValueError, match="SLACK_APP_TOKEN"):
-        SlackOptions(bot_token="xoxb-1")
+        SlackOptions(enabled=True, bot_token="xoxb-1")
     with pytest.raises(ValueError, match="SLACK_SIGNING_SECRET"):
-        SlackOptions(bot_token="xoxb-1", mode="http")
+        SlackOptions(enabled=True, bot_token="xoxb-1", mode="http")
     with pytest.raises(ValueError, match="slash command"):
-        SlackOptions(bot_token="xoxb-1", app_token="xapp-1", slash_command="perch")
+        SlackOptions(enabled=True, bot_token="xoxb-1", app_token="xapp-1", slash_command="perch")
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from telegram import MessageEntity, User
 from channels.base import ChatRef, FinalOnlyStream, Inbound, Outbound
 from channels.chunking import split_markdown
 from channels.formatting import render_plain, render_telegram_html
-from channels.telegram import (
+from channels.telegram.adapter import (
     TelegramChannel,
     TelegramDeliveryError,
     TelegramOptions,
@@ -660,14 +660,14 @@ async def test_the_token_never_reaches_the_logs(
     ],
 )
 def test_bad_options_say_which_key_to_fix(overrides: dict[str, Any], message: str) -> None:
-    settings: dict[str, Any] = {"token": "1:abc"} | overrides
+    settings: dict[str, Any] = {"enabled": True, "token": "1:abc"} | overrides
     with pytest.raises(ValueError, match=message):
         TelegramOptions(**settings)
 
 
 def test_file_url_is_derived_from_the_base_url() -> None:
-    assert TelegramOptions("1:a").file_url == "https://api.telegram.org/file/bot"
-    local = TelegramOptions("1:a", base_url="http://127.0.0.1:8081/bot")
+    assert TelegramOptions(token="1:a").file_url == "https://api.telegram.org/file/bot"
+    local = TelegramOptions(token="1:a", base_url="http://127.0.0.1:8081/bot")
     assert local.file_url == "http://127.0.0.1:8081/file/bot"
 
 

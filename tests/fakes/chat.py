@@ -1,6 +1,8 @@
 """An in-process chat channel for gateway tests: push `Inbound`s in, read what was sent.
 
-`MemoryChannel(name)` satisfies the `Channel` protocol. `say(...)` builds an `Inbound` and
+It is also a channel plug-in, the way a new platform would be one: `memory_plugin(key)`
+declares its options model (`MemoryOptions`) and factory, so `channels.registry.register`
+lets a config enable it by key. `MemoryChannel(name)` satisfies the `Channel` protocol. `say(...)` builds an `Inbound` and
 awaits the gateway's handler; `sent` records every delivered text per chat; typing and
 stream activity are recorded too, so tests can assert that typing stops and previews end.
 """
@@ -14,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from channels.base import (
+    Channel,
     ChannelStatus,
     ChatRef,
     Inbound,
@@ -21,6 +24,8 @@ from channels.base import (
     Outbound,
     ReplyStream,
 )
+from channels.options import ChannelOptions, ChannelPolicy
+from channels.plugin import Capabilities, ChannelContext, ChannelPlugin
 
 _MESSAGE_IDS = itertools.count(1)  # platform ids never repeat, even across restarts
 
@@ -135,3 +140,34 @@ class _Stream:
 
     async def abort(self) -> None:
         return None
+
+
+class BrokenChannel(MemoryChannel):
+    """A channel whose start() raises, as a broken adapter would."""
+
+    async def start(self, on_message: InboundHandler) -> None:
+        self._handler = on_message  # half-started: stop() must still be called
+        raise RuntimeError("the adapter blew up while starting")
+
+
+class MemoryOptions(ChannelPolicy):
+    """`channels.<key>` of the memory plug-in: its access rules plus the account id."""
+
+    account: str = "bot"
+    broken: bool = False  # build a BrokenChannel (start-up clean-up tests)
+
+
+def memory_plugin(key: str = "memory") -> ChannelPlugin:
+    """The memory channel as a registrable plug-in under config key `key`."""
+
+    def create(options: ChannelOptions, context: ChannelContext) -> Channel:
+        assert isinstance(options, MemoryOptions)
+        kind = BrokenChannel if options.broken else MemoryChannel
+        return kind(key, options.account)
+
+    return ChannelPlugin(
+        key=key,
+        options=MemoryOptions,
+        create=create,
+        capabilities=Capabilities(can_edit=True, can_type=True, chat_hint="You are in memory."),
+    )

@@ -2,8 +2,8 @@
 
 Owns the Signal channel's lifecycle: the `/v1/about` mode check, the receive websocket
 `/v1/receive/{number}` with its own reconnect loop and status, typing and reactions. Envelopes
-become `Inbound` in `signal_inbound`, delivery through `POST /v2/send` (chunked, styled, quoted
-in groups, retried) is `signal_delivery`, HTTP is `signal_api`, pure text rules `signal_text`.
+become `Inbound` in `inbound`, delivery through `POST /v2/send` (chunked, styled, quoted in
+groups, retried) is `delivery`, HTTP is `api`, pure text rules `text`, settings `options`.
 
 Decisions, written down here because the platform leaves them open:
 - signalbot is not used: its run loop stops the whole event loop on `stop()`, never
@@ -29,7 +29,6 @@ import logging
 import re
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -42,10 +41,12 @@ from channels.base import (
     Outbound,
     ReplyStream,
 )
-from channels.signal_api import CONNECT_TIMEOUT, SignalApi, SignalApiError
-from channels.signal_delivery import SignalSender
-from channels.signal_inbound import SUPPORTED_IMAGE_TYPES, SignalNormaliser
-from channels.signal_text import (
+from channels.reconnect import Backoff, connect_until_up
+from channels.signal.api import CONNECT_TIMEOUT, SignalApi, SignalApiError
+from channels.signal.delivery import SignalSender
+from channels.signal.inbound import SUPPORTED_IMAGE_TYPES, SignalNormaliser
+from channels.signal.options import SignalOptions
+from channels.signal.text import (
     OBJECT_REPLACEMENT,
     format_message_id,
     group_id_from_internal,
@@ -77,26 +78,6 @@ _START_WAIT = 10.0
 _WS_HEARTBEAT = 30.0
 _WS_CLOSE_TIMEOUT = 1.0
 _MIN_VERSION = (0, 101, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class SignalOptions:
-    """Configuration of the Signal channel (the lead maps `channels.signal` onto it).
-
-    `send_attempts` and `retry_initial` bound the retries of one send (429, 5xx, network
-    errors); the rest are as in DESIGN section 10.
-    """
-
-    number: str
-    service_url: str = "http://127.0.0.1:8080"
-    typing_interval: float = 10.0
-    max_image_bytes: int = 5_000_000
-    chunk_limit: int = 4000
-    reconnect_initial: float = 1.0
-    reconnect_max: float = 60.0
-    send_read_receipts: bool = False
-    send_attempts: int = 5
-    retry_initial: float = 0.5
 
 
 class _NotReady(Exception):
@@ -198,48 +179,51 @@ class SignalChannel:
 
     async def _supervise(self) -> None:
         """Connect, receive, and reconnect with backoff, for as long as the channel runs."""
-        delay = self._options.reconnect_initial
-        while True:
-            ws = await self._try_connect(delay)
-            if ws is not None:
-                self._set_status(True, f"receiving for {self.account} from {self._base}")
-                self._first_attempt.set()
-                delay = self._options.reconnect_initial
-                try:
-                    ended = await self._read_websocket(ws)
-                except Exception as exc:  # keep the loop alive whatever the socket does
-                    ended = f"failed ({type(exc).__name__}: {exc})"
-                finally:
-                    await ws.close()
-                self._set_status(False, f"receive websocket {ended}; reconnecting in {delay:g}s")
-            self._first_attempt.set()
-            await asyncio.sleep(delay)
-            if ws is None:
-                delay = min(delay * 2, self._options.reconnect_max)
+        backoff = Backoff(self._options.reconnect_initial, self._options.reconnect_max)
 
-    async def _try_connect(self, delay: float) -> aiohttp.ClientWebSocketResponse | None:
-        """One connection attempt; on failure, status down with the reason and None."""
-        try:
-            await self._check_about()
-            await self._normaliser.refresh_groups()
-            return await asyncio.wait_for(self._connect_websocket(), CONNECT_TIMEOUT)
-        except _NotReady as exc:
-            reason = str(exc)
-        except aiohttp.WSServerHandshakeError as exc:
-            reason = (
+        def failed(exc: Exception, delay: float) -> bool:
+            self._set_status(False, f"{self._connect_problem(exc)}; retrying in {delay:g}s")
+            return True
+
+        while True:
+            ws = await connect_until_up(
+                self._connect_once, backoff, on_failure=failed, attempted=self._first_attempt
+            )
+            if ws is None:  # `failed` never gives up; here for the type checker
+                return
+            self._set_status(True, f"receiving for {self.account} from {self._base}")
+            try:
+                ended = await self._read_websocket(ws)
+            except Exception as exc:  # keep the loop alive whatever the socket does
+                ended = f"failed ({type(exc).__name__}: {exc})"
+            finally:
+                await ws.close()
+            delay = backoff.current
+            self._set_status(False, f"receive websocket {ended}; reconnecting in {delay:g}s")
+            await asyncio.sleep(delay)
+
+    async def _connect_once(self) -> aiohttp.ClientWebSocketResponse:
+        """One connection attempt: the service's mode, the groups, the receive websocket."""
+        await self._check_about()
+        await self._normaliser.refresh_groups()
+        return await asyncio.wait_for(self._connect_websocket(), CONNECT_TIMEOUT)
+
+    def _connect_problem(self, exc: Exception) -> str:
+        """Why a connection attempt failed, for the status line."""
+        if isinstance(exc, _NotReady):
+            return str(exc)
+        if isinstance(exc, aiohttp.WSServerHandshakeError):
+            return (
                 f"signal-cli-rest-api at {self._base} refused the receive websocket for "
                 f"{self.account} (HTTP {exc.status}); is that number registered there?"
             )
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            reason = (
+        if isinstance(exc, aiohttp.ClientError | TimeoutError | OSError):
+            return (
                 f"cannot reach signal-cli-rest-api at {self._base} "
                 f"({type(exc).__name__}: {exc}); is it running?"
             )
-        except Exception as exc:
-            log.exception("unexpected error while connecting to signal-cli-rest-api")
-            reason = f"unexpected error while connecting ({type(exc).__name__})"
-        self._set_status(False, f"{reason}; retrying in {delay:g}s")
-        return None
+        log.error("unexpected error while connecting to signal-cli-rest-api", exc_info=exc)
+        return f"unexpected error while connecting ({type(exc).__name__})"
 
     async def _connect_websocket(self) -> aiohttp.ClientWebSocketResponse:
         session = self._api.require_session()

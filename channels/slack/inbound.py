@@ -32,8 +32,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.base import ChatKind, ChatRef, Image, Inbound, InboundHandler, image_too_large
-from channels.slack_options import SlackOptions
-from channels.slack_text import normalise_slack_text, slack_error_code
+from channels.slack.options import SlackOptions
+from channels.slack.text import normalise_slack_text, slack_error_code
 
 # One logger for the whole Slack adapter: log settings and records keep naming channels.slack.
 log = logging.getLogger("channels.slack")

@@ -11,8 +11,8 @@ from collections.abc import Container, Mapping, Sequence
 from typing import Any
 
 from channels.base import ChatKind, ChatRef, Image, Inbound, image_too_large
-from channels.signal_api import SMALL_REQUEST_TIMEOUT, SignalApi, SignalApiError
-from channels.signal_text import (
+from channels.signal.api import SMALL_REQUEST_TIMEOUT, SignalApi, SignalApiError
+from channels.signal.text import (
     format_message_id,
     group_id_from_internal,
     normalise_command,

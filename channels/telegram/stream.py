@@ -11,31 +11,38 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from telegram.error import BadRequest, RetryAfter, TelegramError
 
 from channels.base import ChatRef
 from channels.chunking import split_markdown
 from channels.formatting import utf16_len
-from channels.telegram_errors import TelegramDeliveryError, retry_after_seconds
-from channels.telegram_redaction import LOGGER_NAME
+from channels.telegram.delivery import TelegramSender
+from channels.telegram.errors import TelegramDeliveryError, retry_after_seconds
+from channels.telegram.redaction import LOGGER_NAME
 
-if TYPE_CHECKING:
-    from channels.telegram import TelegramChannel
+Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
 
 log = logging.getLogger(LOGGER_NAME)
 
 
 class TelegramReplyStream:
-    """One preview message, edited at most every `stream_interval` s, finalised in place."""
+    """One preview message, edited at most every `interval` s, finalised in place.
 
-    def __init__(self, channel: TelegramChannel, chat: ChatRef) -> None:
-        self._channel = channel
-        self._sender = channel._sender
+    Its collaborators come in explicitly: the adapter's `sender` does every Bot API call and
+    `spawn` starts the preview worker as a task the adapter cancels on stop().
+    """
+
+    def __init__(
+        self, sender: TelegramSender, chat: ChatRef, *, interval: float, limit: int, spawn: Spawn
+    ) -> None:
+        self._sender = sender
+        self._spawn = spawn
         self._chat = chat
-        self._interval = channel._opt.stream_interval
-        self._limit = channel._opt.chunk_limit
+        self._interval = interval
+        self._limit = limit
         self._latest = ""
         self._shown = ""
         self._message_id: int | None = None
@@ -50,7 +57,7 @@ class TelegramReplyStream:
         self._latest = text
         self._wake.set()
         if self._worker is None:
-            self._worker = self._channel._spawn(self._run(), "telegram-preview")
+            self._worker = self._spawn(self._run(), "telegram-preview")
 
     async def finish(self, text: str) -> None:
         await self._close()

@@ -1,8 +1,9 @@
 """The Telegram adapter: python-telegram-bot's `Application` run inside the daemon's loop.
 
-Owns the Bot API connection (long polling, or an aiohttp webhook), its status, and normalising
-messages to `Inbound`; delivery is in `telegram_delivery`, the streaming preview in
-`telegram_stream`, settings in `telegram_options`, pure text handling in `telegram_text`.
+Owns the Bot API connection (long polling, or an aiohttp webhook), its status, and handing
+messages on in per-chat order; reading a message into an `Inbound` is in `inbound`, delivery
+in `delivery`, the streaming preview in `stream`, settings in `options`, pure text handling
+in `text`, the registry's view of the platform in `plugin`.
 
 Decisions: `account` is the bot's numeric id (the token's part before ":", as getMe says);
 answers quote the triggering message in groups only; `/cmd@otherbot` in a group is dropped;
@@ -33,22 +34,21 @@ from channels.base import (
     ChannelStatus,
     ChatRef,
     FinalOnlyStream,
-    Image,
-    Inbound,
     InboundHandler,
     Outbound,
     ReplyStream,
-    image_too_large,
 )
 from channels.chunking import split_markdown
 from channels.formatting import utf16_len
-from channels.telegram_delivery import MAX_RETRY_AFTER, TelegramSender
-from channels.telegram_errors import TelegramDeliveryError, describe_error
-from channels.telegram_options import TelegramOptions
-from channels.telegram_polling import ObservedRequest
-from channels.telegram_redaction import LOGGER_NAME, SecretRedactor, library_loggers
-from channels.telegram_stream import TelegramReplyStream
-from channels.telegram_text import IMAGE_TYPES, command_target, sniff_image_type, strip_bot_mentions
+from channels.reconnect import Backoff, connect_until_up
+from channels.telegram.delivery import MAX_RETRY_AFTER, TelegramSender
+from channels.telegram.errors import TelegramDeliveryError, describe_error
+from channels.telegram.inbound import TelegramReader
+from channels.telegram.options import TelegramOptions
+from channels.telegram.polling import ObservedRequest
+from channels.telegram.redaction import LOGGER_NAME, SecretRedactor, library_loggers
+from channels.telegram.stream import TelegramReplyStream
+from channels.telegram.text import strip_bot_mentions
 from channels.typing import keep_typing
 
 __all__ = [
@@ -84,6 +84,7 @@ class TelegramChannel:
         self._username = ""
         self._redactor = SecretRedactor([options.token, options.webhook_secret])
         self._sender = TelegramSender(options, self._redactor, lambda: self._app)
+        self._reader = TelegramReader(options, self._sender, self._redactor)
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._on_message: InboundHandler | None = None
         self._status = ChannelStatus(self.name, False, "not started")
@@ -180,32 +181,25 @@ class TelegramChannel:
         return app
 
     async def _connect_until_up(self) -> None:
-        delay = self._opt.reconnect_delay
-        while not self._stopping:
-            try:
-                await self._connect()
-            except asyncio.CancelledError:
-                raise
-            except InvalidToken:
+        def failed(exc: Exception, delay: float) -> bool:
+            if isinstance(exc, InvalidToken):
                 self._set_status(
                     False,
                     "Telegram rejected the bot token (401/404): check channels.telegram.token "
                     "(a fresh one comes from @BotFather) and restart",
                 )
-                self._first_attempt.set()
-                return
-            except Exception as exc:
-                self._set_status(
-                    False,
-                    f"cannot reach the Bot API at {self._opt.base_url} ({self._describe(exc)}); "
-                    f"retrying in {delay:.3g} s",
-                )
-                self._first_attempt.set()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RECONNECT_MAX_DELAY)
-                continue
-            self._first_attempt.set()
-            return
+                return False
+            self._set_status(
+                False,
+                f"cannot reach the Bot API at {self._opt.base_url} ({self._describe(exc)}); "
+                f"retrying in {delay:.3g} s",
+            )
+            return True
+
+        backoff = Backoff(self._opt.reconnect_delay, RECONNECT_MAX_DELAY)
+        await connect_until_up(
+            self._connect, backoff, on_failure=failed, attempted=self._first_attempt
+        )
 
     async def _connect(self) -> None:
         app = self._app
@@ -306,7 +300,7 @@ class TelegramChannel:
 
     async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.message  # edited messages, channel posts etc. arrive elsewhere: ignored
-        if message is None or self._stopping or not self._wanted(message):
+        if message is None or self._stopping or not self._reader.wanted(message, self._username):
             return
         key = f"{message.chat.id}"
         previous = self._tails.get(key)
@@ -321,20 +315,6 @@ class TelegramChannel:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _wanted(self, message: Message) -> bool:
-        if message.chat.type not in ("private", "group", "supergroup"):
-            return False
-        sender = message.from_user
-        if sender is not None and sender.id == self._opt.bot_id:
-            return False
-        if message.chat.type != "private":
-            target = command_target(message.text or message.caption or "")
-            if target and target.lower() != self._username.lower():
-                return False  # a command for another bot in the same group
-        return bool(
-            message.text or message.caption or message.photo or self._image_document(message)
-        )
-
     async def _dispatch(
         self,
         message: Message,
@@ -344,7 +324,7 @@ class TelegramChannel:
     ) -> None:
         """Normalise one message and hand it on, entering `on_message` in per-chat order."""
         try:
-            inbound = await self._normalise(message)
+            inbound = await self._reader.normalise(message, self._username)
             if previous is not None:
                 await asyncio.wait([previous])
         except asyncio.CancelledError:
@@ -368,85 +348,6 @@ class TelegramChannel:
                 inbound.chat.chat_id,
                 inbound.message_id,
             )
-
-    async def _normalise(self, message: Message) -> Inbound:
-        is_dm = message.chat.type == "private"
-        text = message.text or message.caption or ""
-        entities = message.entities or message.caption_entities or ()
-        text, mentioned = strip_bot_mentions(text, entities, self._username, self._opt.bot_id)
-        reply = message.reply_to_message
-        if (
-            reply is not None
-            and reply.forum_topic_created is None  # topic messages "reply" to the topic's root
-            and reply.from_user is not None
-            and reply.from_user.id == self._opt.bot_id
-        ):
-            mentioned = True
-        thread = message.message_thread_id if message.is_topic_message else None
-        images, notes = await self._collect_images(message)
-        if notes:
-            text = "\n".join([text, *notes]).strip()
-        sender = message.from_user
-        chat = ChatRef(
-            channel=self.name,
-            account=self.account,
-            kind="dm" if is_dm else "group",
-            chat_id=str(message.chat.id),
-            thread_id=str(thread) if thread is not None else None,
-            reply_to=str(message.message_id),
-        )
-        return Inbound(
-            chat=chat,
-            sender_id=str(sender.id) if sender else str(message.chat.id),
-            text=text,
-            message_id=str(message.message_id),
-            sender_name=(sender.full_name or sender.username or "") if sender else "",
-            mentioned=mentioned,
-            images=tuple(images),
-        )
-
-    @staticmethod
-    def _image_document(message: Message) -> bool:
-        document = message.document
-        return document is not None and (document.mime_type or "").startswith("image/")
-
-    async def _collect_images(self, message: Message) -> tuple[list[Image], list[str]]:
-        cap = self._opt.max_image_bytes
-        if message.photo:
-            fitting = [p for p in message.photo if p.file_size is None or p.file_size <= cap]
-            if not fitting:
-                smallest = min(p.file_size or 0 for p in message.photo)
-                return [], [image_too_large(cap, smallest)]
-            best = max(fitting, key=lambda p: (p.width * p.height, p.file_size or 0))
-            file_id, declared = best.file_id, "image/jpeg"
-        elif self._image_document(message):
-            document = message.document
-            assert document is not None
-            if document.file_size is not None and document.file_size > cap:
-                return [], [image_too_large(cap, document.file_size)]
-            file_id, declared = document.file_id, document.mime_type or ""
-        else:
-            return [], []
-        app = self._app
-        assert app is not None
-        try:
-            file = await self._sender.call(
-                "getFile", message.chat.id, lambda: app.bot.get_file(file_id)
-            )
-            data = bytes(await file.download_as_bytearray())
-        except Exception as exc:
-            log.warning(
-                "telegram: could not download an image in chat %s: %s",
-                message.chat.id,
-                self._redactor.redact(str(exc)),
-            )
-            return [], ["[image could not be downloaded]"]
-        if len(data) > cap:
-            return [], [image_too_large(cap, len(data))]
-        media_type = sniff_image_type(data) or declared
-        if media_type not in IMAGE_TYPES:
-            return [], [f"[image format not supported: {media_type or 'unknown'}]"]
-        return [Image(media_type, data)], []
 
     # -- sending --------------------------------------------------------------------------
 
@@ -476,4 +377,10 @@ class TelegramChannel:
     def reply_stream(self, chat: ChatRef) -> ReplyStream:
         if self._opt.streaming == "off":
             return FinalOnlyStream(self.send, chat)
-        return TelegramReplyStream(self, chat)
+        return TelegramReplyStream(
+            self._sender,
+            chat,
+            interval=self._opt.stream_interval,
+            limit=self._opt.chunk_limit,
+            spawn=self._spawn,
+        )

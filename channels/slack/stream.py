@@ -14,7 +14,7 @@ from typing import Any
 
 from channels.base import ChatRef
 from channels.chunking import split_markdown
-from channels.slack_delivery import SlackDelivery, SlackDeliveryError
+from channels.slack.delivery import SlackDelivery, SlackDeliveryError
 
 # One logger for the whole Slack adapter: log settings and records keep naming channels.slack.
 log = logging.getLogger("channels.slack")

@@ -7,12 +7,9 @@ migrated chats and vanished topics, flood waits and network retries within bound
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import logging
-import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from telegram import Message, ReplyParameters
@@ -31,20 +28,35 @@ from telegram.ext import Application
 
 from channels.base import ChatRef
 from channels.formatting import render_plain, render_telegram_html
-from channels.telegram_errors import (
+from channels.ordering import ChatLocks
+from channels.retry import RetryPolicy, call_with_retries
+from channels.telegram.errors import (
     TelegramDeliveryError,
     describe_error,
     is_parse_error,
     retry_after_seconds,
 )
-from channels.telegram_options import TelegramOptions
-from channels.telegram_redaction import LOGGER_NAME, SecretRedactor
+from channels.telegram.options import TelegramOptions
+from channels.telegram.redaction import LOGGER_NAME, SecretRedactor
 
 log = logging.getLogger(LOGGER_NAME)
 
 T = TypeVar("T")
 
 MAX_RETRY_AFTER = 120.0  # a flood wait longer than this fails the send instead of blocking
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Flood waits we can sit out, and network trouble; never a refusal."""
+    if isinstance(exc, RetryAfter):
+        return retry_after_seconds(exc) <= MAX_RETRY_AFTER
+    if isinstance(exc, BadRequest | Forbidden | InvalidToken | ChatMigrated | Conflict):
+        return False
+    return isinstance(exc, NetworkError)
+
+
+def _flood_wait(exc: BaseException) -> float | None:
+    return retry_after_seconds(exc) if isinstance(exc, RetryAfter) else None
 
 
 class TelegramSender:
@@ -63,28 +75,13 @@ class TelegramSender:
         self._opt = options
         self._redactor = redactor
         self._current_app = current_app
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._turns = ChatLocks()
 
     async def send_chunks(self, chat: ChatRef, chunks: Sequence[str], quote_first: bool) -> None:
-        async with self._chat_lock(chat):
+        async with self._turns.hold((chat.chat_id, chat.thread_id)):
             for index, chunk in enumerate(chunks):
                 if chunk.strip():
                     await self.post(chat, chunk, quote=quote_first and index == 0, retry=True)
-
-    @contextlib.asynccontextmanager
-    async def _chat_lock(self, chat: ChatRef) -> AsyncIterator[None]:
-        key = f"{chat.chat_id}/{chat.thread_id}"
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users <= 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
 
     def bot_app(self) -> Application[Any, Any, Any, Any, Any, Any]:
         app = self._current_app()
@@ -195,35 +192,29 @@ class TelegramSender:
         retry: bool = True,
     ) -> T:
         """Run one Bot API call, waiting out flood limits and retrying network errors."""
-        attempts = self._opt.send_attempts if retry else 1
-        for attempt in range(1, attempts + 1):
-            try:
-                return await op()
-            except RetryAfter as exc:
-                wait = retry_after_seconds(exc)
-                if attempt == attempts or wait > MAX_RETRY_AFTER:
-                    raise
+        policy = RetryPolicy(
+            self._opt.send_attempts if retry else 1, self._opt.retry_backoff, jitter=0.2
+        )
+
+        def on_retry(exc: BaseException, attempt: int, wait: float) -> None:
+            if isinstance(exc, RetryAfter):
                 log.info(
                     "telegram: %s in chat %s rate limited; waiting %.1f s", what, chat_id, wait
                 )
-                await asyncio.sleep(wait)
-            except (BadRequest, Forbidden, InvalidToken, ChatMigrated, Conflict):
-                raise
-            except NetworkError as exc:
-                if attempt == attempts:
-                    raise
-                delay = self._opt.retry_backoff * 2 ** (attempt - 1) * random.uniform(1.0, 1.2)
-                log.warning(
-                    "telegram: %s in chat %s failed (%s); retry %d/%d in %.1f s",
-                    what,
-                    chat_id,
-                    self.describe(exc),
-                    attempt,
-                    attempts - 1,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+                return
+            log.warning(
+                "telegram: %s in chat %s failed (%s); retry %d/%d in %.1f s",
+                what,
+                chat_id,
+                self.describe(exc),
+                attempt,
+                policy.attempts - 1,
+                wait,
+            )
+
+        return await call_with_retries(
+            op, policy, retryable=_retryable, wait_hint=_flood_wait, on_retry=on_retry
+        )
 
     def delivery_error(
         self, action: str, chat_id: int | str, exc: TelegramError

@@ -44,11 +44,12 @@ from channels.base import (
     Outbound,
     ReplyStream,
 )
-from channels.slack_delivery import TYPING_STATUS, SlackDelivery, SlackDeliveryError
-from channels.slack_inbound import SlackInbound
-from channels.slack_options import SlackOptions
-from channels.slack_stream import SlackReplyStream
-from channels.slack_text import normalise_slack_text, slack_error_code
+from channels.reconnect import Backoff, connect_until_up
+from channels.slack.delivery import TYPING_STATUS, SlackDelivery, SlackDeliveryError
+from channels.slack.inbound import SlackInbound
+from channels.slack.options import SlackOptions
+from channels.slack.stream import SlackReplyStream
+from channels.slack.text import normalise_slack_text, slack_error_code
 
 __all__ = [
     "EVENTS_PATH",
@@ -197,19 +198,15 @@ class SlackChannel:
 
     async def _supervise(self) -> None:
         assert self._first_attempt is not None
-        delay = min(1.0, self._options.ping_interval)
-        while True:
-            try:
-                await self._bring_up()
-                break
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self._set_status(False, self._describe(exc))
-                self._first_attempt.set()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _RETRY_CEILING)
-        self._first_attempt.set()
+
+        def failed(exc: Exception, delay: float) -> bool:
+            self._set_status(False, self._describe(exc))
+            return True
+
+        backoff = Backoff(min(1.0, self._options.ping_interval), _RETRY_CEILING)
+        await connect_until_up(
+            self._bring_up, backoff, on_failure=failed, attempted=self._first_attempt
+        )
         if self._socket is not None:
             await self._watch_socket(self._socket)
 

@@ -23,7 +23,6 @@ import asyncio
 import collections
 import contextlib
 import logging
-from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 
 import aiohttp
@@ -33,8 +32,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from channels.base import ChatRef, Outbound
 from channels.chunking import split_markdown
 from channels.formatting import render_plain, render_slack_mrkdwn
-from channels.slack_options import SlackOptions
-from channels.slack_text import escape_mrkdwn, slack_error_code
+from channels.ordering import ChatLocks
+from channels.slack.options import SlackOptions
+from channels.slack.text import escape_mrkdwn, slack_error_code
 from channels.typing import keep_typing
 
 # One logger for the whole Slack adapter: log settings and records keep naming channels.slack.
@@ -86,8 +86,7 @@ class SlackDelivery:
         self._client = client
         self._threads: collections.OrderedDict[tuple[str, str], None] = collections.OrderedDict()
         self._typing_enabled = True
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
-        self._lock_users: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._turns = ChatLocks()
 
     @property
     def options(self) -> SlackOptions:
@@ -145,20 +144,9 @@ class SlackDelivery:
             return chat.reply_to
         return None
 
-    @contextlib.asynccontextmanager
-    async def chat_lock(self, chat: ChatRef) -> AsyncIterator[None]:
-        """Hold the send lock of this chat's reply thread (one per chat and thread)."""
-        key = (chat.chat_id, self._reply_thread(chat) or "")
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        self._lock_users[key] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            self._lock_users[key] -= 1
-            if self._lock_users[key] <= 0:
-                del self._lock_users[key]
-                self._locks.pop(key, None)
+    def chat_lock(self, chat: ChatRef) -> AbstractAsyncContextManager[None]:
+        """Hold the send turn of this chat's reply thread (one per chat and thread)."""
+        return self._turns.hold((chat.chat_id, self._reply_thread(chat) or ""))
 
     def _render(self, markdown: str) -> str:
         try:

@@ -1,44 +1,48 @@
-"""The Slack channel's configuration: `SlackOptions`, checked when it is built.
+"""The Slack channel's settings (`channels.slack` in config.yaml), checked when it loads.
 
-Every refusal names the `channels.slack` key at fault and says what to put there.
+Owns `SlackOptions`, the config model the adapter runs on. Every refusal names the
+`channels.slack` key at fault and says what to put there.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Literal
 
+from pydantic import model_validator
 
-@dataclass(frozen=True, slots=True)
-class SlackOptions:
-    """Configuration of the Slack channel (the lead maps `channels.slack` in config.yaml here).
+from channels.options import ChannelPolicy, Secret
 
-    Beyond the config keys: `ping_interval` is how often the Socket Mode client pings and
+
+class SlackOptions(ChannelPolicy):
+    """Configuration of the Slack channel (`channels.slack` in config.yaml).
+
+    Beyond the documented keys: `ping_interval` is how often the Socket Mode client pings and
     checks its connection (a dropped socket is replaced within about this time);
     `connect_timeout` bounds how long `start()` waits for the first connection before it
     returns with status down and keeps trying in the background; `max_retries` bounds the
     retries of one Web API call on 429 and on connection errors.
     """
 
-    bot_token: str = field(repr=False)
-    app_token: str = field(default="", repr=False)
-    signing_secret: str = field(default="", repr=False)
+    bot_token: Secret = ""
+    app_token: Secret = ""
+    signing_secret: Secret = ""
     base_url: str = "https://slack.com/api/"
     mode: Literal["socket", "http"] = "socket"
     http_listen: str = "127.0.0.1"
     http_port: int = 3000
-    streaming: Literal["off", "partial"] = "partial"
+    slash_command: str = ""
     stream_interval: float = 1.0
     typing_interval: float = 4.0
-    max_image_bytes: int = 5_000_000
     chunk_limit: int = 4000
-    slash_command: str = ""
     ping_interval: float = 10.0
     connect_timeout: float = 10.0
     max_retries: int = 5
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _usable(self) -> SlackOptions:
+        if not self.enabled:
+            return self
         if not self.bot_token:
             raise ValueError("channels.slack.bot_token is empty; set SLACK_BOT_TOKEN (xoxb-...)")
         if self.bot_token.startswith("xapp-"):
@@ -68,3 +72,4 @@ class SlackOptions:
             )
         if self.chunk_limit < 100:
             raise ValueError("channels.slack.chunk_limit must be at least 100 characters")
+        return self

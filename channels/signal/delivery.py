@@ -5,19 +5,19 @@ Signal styles, the first chunk quoting the message it answers (groups only), ret
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from channels.base import Outbound
 from channels.chunking import split_markdown
 from channels.formatting import render_signal_text, utf16_len
-from channels.signal_api import SignalApi, SignalApiError, error_text
-from channels.signal_text import parse_message_id, to_styled_mode
+from channels.ordering import ChatLocks
+from channels.retry import RetryPolicy, call_with_retries
+from channels.signal.api import SignalApi, SignalApiError, error_text
+from channels.signal.text import parse_message_id, to_styled_mode
 
 log = logging.getLogger("channels.signal")  # the whole Signal adapter logs under one name
 
@@ -49,10 +49,13 @@ def _sent_timestamps(data: Any) -> list[int]:
     return stamps
 
 
-@dataclass(slots=True)
-class _ChatLock:
-    lock: asyncio.Lock
-    users: int = 0
+class _Transient(Exception):
+    """A send that may work if tried again (network, 429, 5xx); the text says what failed."""
+
+    def __init__(self, problem: str, status: int | None, retry_after: float | None) -> None:
+        super().__init__(problem)
+        self.status = status
+        self.retry_after = retry_after
 
 
 class SignalSender:
@@ -74,7 +77,7 @@ class SignalSender:
         self._send_attempts = send_attempts
         self._retry_initial = retry_initial
         self.sent: deque[int] = deque(maxlen=_REMEMBERED_SENT)
-        self._chat_locks: dict[str, _ChatLock] = {}
+        self._turns = ChatLocks()
 
     async def send(self, out: Outbound) -> None:
         """Deliver Markdown: chunked, styled where safe, the first chunk quoting the message it
@@ -82,7 +85,7 @@ class SignalSender:
         self._api.require_session()  # not started is not worth retrying
         chunks = split_markdown(out.text, self._chunk_limit, measure=utf16_len)
         quote = parse_message_id(out.chat.reply_to) if out.chat.is_group else None
-        async with self._chat_turn(out.chat.chat_id):
+        async with self._turns.hold(out.chat.chat_id):
             for chunk in chunks:
                 plain, styles = render_signal_text(chunk)
                 if not plain.strip():
@@ -119,59 +122,45 @@ class SignalSender:
         self.sent.extend(_sent_timestamps(data))
 
     async def _post_with_retries(self, path: str, body: Mapping[str, Any], what: str) -> Any:
-        attempts = max(1, self._send_attempts)
-        delay = self._retry_initial
-        problem = ""
-        status: int | None = None
-        for attempt in range(1, attempts + 1):
+        policy = RetryPolicy(max(1, self._send_attempts), self._retry_initial, _MAX_SEND_BACKOFF)
+
+        async def attempt() -> Any:
             try:
                 status, data, headers = await self._api.request(
                     "POST", path, body, seconds=_SEND_TIMEOUT
                 )
             except SignalApiError as exc:
-                status, problem, wait = None, str(exc), delay
-            else:
-                if status < 300:
-                    return data
-                problem = f"HTTP {status}: {error_text(data, status)}"
-                if status == 429:
-                    retry_after = _retry_after(headers, data)
-                    wait = delay if retry_after is None else retry_after
-                elif status >= 500:
-                    wait = delay
-                else:
-                    raise SignalApiError(
-                        f"signal-cli-rest-api refused the {what} ({problem})", status
-                    )
-            if attempt == attempts:
-                break
+                raise _Transient(str(exc), None, None) from exc
+            if status < 300:
+                return data
+            problem = f"HTTP {status}: {error_text(data, status)}"
+            if status == 429:
+                raise _Transient(problem, status, _retry_after(headers, data))
+            if status >= 500:
+                raise _Transient(problem, status, None)
+            raise SignalApiError(f"signal-cli-rest-api refused the {what} ({problem})", status)
+
+        def on_retry(exc: BaseException, number: int, wait: float) -> None:
             log.warning(
                 "Signal %s not sent (%s); retry %d/%d in %.2fs",
                 what,
-                problem,
-                attempt,
-                attempts - 1,
+                exc,
+                number,
+                policy.attempts - 1,
                 wait,
             )
-            await asyncio.sleep(wait)
-            delay = min(delay * 2, _MAX_SEND_BACKOFF)
-        raise SignalApiError(
-            f"could not deliver the Signal {what} after {attempts} attempts ({problem}); "
-            f"check that signal-cli-rest-api at {self._api.base} is up",
-            status,
-        )
 
-    @contextlib.asynccontextmanager
-    async def _chat_turn(self, chat_id: str) -> AsyncIterator[None]:
-        """Per-chat ordering without a global lock: one sender per chat at a time."""
-        entry = self._chat_locks.get(chat_id)
-        if entry is None:
-            entry = self._chat_locks[chat_id] = _ChatLock(asyncio.Lock())
-        entry.users += 1
         try:
-            async with entry.lock:
-                yield
-        finally:
-            entry.users -= 1
-            if entry.users == 0:
-                self._chat_locks.pop(chat_id, None)
+            return await call_with_retries(
+                attempt,
+                policy,
+                retryable=lambda exc: isinstance(exc, _Transient),
+                wait_hint=lambda exc: exc.retry_after if isinstance(exc, _Transient) else None,
+                on_retry=on_retry,
+            )
+        except _Transient as exc:
+            raise SignalApiError(
+                f"could not deliver the Signal {what} after {policy.attempts} attempts ({exc}); "
+                f"check that signal-cli-rest-api at {self._api.base} is up",
+                exc.status,
+            ) from None

@@ -1,0 +1,94 @@
+"""What a channel plug-in declares: how to build its adapter and what the daemon may ask of it.
+
+A `ChannelPlugin` names its config key, its options model (a `ChannelOptions` subclass that
+the config loader validates `channels.<key>` with), a factory that imports and builds the
+adapter only when the channel is enabled, its `Capabilities`, an optional `probe` for
+`perch doctor`, and what log redaction needs (token regexes, chatty library loggers). The
+daemon in `bot/` sees only these fields, never a platform's name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from channels.base import Channel
+from channels.options import ChannelOptions
+
+if TYPE_CHECKING:
+    import httpx
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a platform can do, and how it wants replies written.
+
+    `max_len` is the most one message may hold, measured in `length_unit` (Telegram and
+    Signal count UTF-16 code units, so most emoji count twice). `chat_hint` is the line the
+    system prompt gets about formatting when a run answers on this platform.
+    """
+
+    can_edit: bool = False
+    can_type: bool = False
+    can_react: bool = False
+    max_len: int = 4000
+    length_unit: Literal["chars", "utf16"] = "chars"
+    chat_hint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """What `perch doctor` prints for one channel: ok, what was found, and the fix if not."""
+
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelContext:
+    """What the daemon hands a factory besides the options.
+
+    `request_stop` asks the daemon to shut down (the console calls it at end of input when it
+    is the only channel); `others` are the keys of the other enabled channels.
+    """
+
+    request_stop: Callable[[], None] | None = None
+    others: tuple[str, ...] = ()
+
+
+Factory = Callable[[ChannelOptions, ChannelContext], Channel]
+Probe = Callable[[ChannelOptions, "httpx.AsyncClient"], Awaitable[ProbeResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelPlugin:
+    """One platform as the registry knows it (see the module docstring)."""
+
+    key: str
+    options: type[ChannelOptions]
+    create: Factory
+    capabilities: Capabilities = Capabilities()
+    probe: Probe | None = None
+    redact: tuple[re.Pattern[str], ...] = ()
+    quiet_loggers: tuple[str, ...] = field(default=())
+
+
+async def probe_json(
+    http: httpx.AsyncClient, method: str, url: str, **kwargs: object
+) -> tuple[int, dict[str, object]]:
+    """The status and JSON object a platform answered; `ProbeUnreachable` if none came."""
+    import httpx
+
+    try:
+        response = await http.request(method, url, **kwargs)  # type: ignore[arg-type]
+        data = response.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise ProbeUnreachable(type(exc).__name__) from None
+    return response.status_code, data if isinstance(data, dict) else {}
+
+
+class ProbeUnreachable(Exception):
+    """A platform probe got no usable answer; the message names why."""

@@ -1,0 +1,174 @@
+"""The channel registry: config key -> plug-in. The one place that lists the platforms.
+
+Adding a platform is one subpackage (`channels/<key>/` with its options model, adapter and
+`plugin.PLUGIN`) and one line in `BUILTIN` below; tests and extensions call `register`.
+Registry order matters: the owner (heartbeat, cron `owner`, the `message` tool) is looked for
+in the running channels in this order.
+
+The config loader validates `channels:` with `validate_channels`, a model composed from the
+registered plug-ins' options models, so a bad option of any platform fails when the config
+loads, naming its key. `build_channels` builds the enabled adapters, importing each platform's
+library only then.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from channels import console
+from channels.base import Channel
+from channels.options import ChannelOptions, secret_values
+from channels.plugin import Capabilities, ChannelContext, ChannelPlugin
+from channels.signal import plugin as signal_plugin
+from channels.slack import plugin as slack_plugin
+from channels.telegram import plugin as telegram_plugin
+
+BUILTIN: tuple[ChannelPlugin, ...] = (
+    telegram_plugin.PLUGIN,
+    slack_plugin.PLUGIN,
+    signal_plugin.PLUGIN,
+    console.PLUGIN,
+)
+
+_plugins: dict[str, ChannelPlugin] = {p.key: p for p in BUILTIN}
+_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def register(plugin: ChannelPlugin) -> None:
+    """Add a plug-in (after the built-in ones), or replace the one with the same key."""
+    if not _KEY.match(plugin.key):
+        raise ValueError(f"channel key {plugin.key!r}: use lower-case letters, digits and _")
+    _plugins[plugin.key] = plugin
+
+
+def unregister(key: str) -> None:
+    """Forget a plug-in added by `register` (the built-in ones come back if replaced)."""
+    _plugins.pop(key, None)
+    for plugin in BUILTIN:
+        if plugin.key == key:
+            _plugins[key] = plugin
+
+
+def plugins() -> tuple[ChannelPlugin, ...]:
+    """Every plug-in, in registry order."""
+    return tuple(_plugins.values())
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_plugins)
+
+
+def get(key: str) -> ChannelPlugin | None:
+    return _plugins.get(key)
+
+
+def capabilities(key: str) -> Capabilities:
+    """A channel's capabilities (defaults for a channel no plug-in knows)."""
+    plugin = _plugins.get(key)
+    return plugin.capabilities if plugin is not None else Capabilities()
+
+
+def in_registry_order(keys: Iterable[str]) -> list[str]:
+    """`keys` sorted by registry order; unknown keys follow in their given order."""
+    given = list(dict.fromkeys(keys))
+    known = [k for k in _plugins if k in given]
+    return known + [k for k in given if k not in _plugins]
+
+
+# -- the `channels:` config section ----------------------------------------------------------
+
+
+class ChannelsConfig(BaseModel):
+    """The validated `channels:` section: one options model per registered plug-in."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def options(self, key: str) -> ChannelOptions | None:
+        """The options of channel `key` (enabled or not), or None for an unknown key."""
+        value = getattr(self, key, None)
+        return value if isinstance(value, ChannelOptions) else None
+
+    def all(self) -> dict[str, ChannelOptions]:
+        """Every channel's options, in registry order."""
+        found = {key: self.options(key) for key in type(self).model_fields}
+        return {k: v for k, v in found.items() if v is not None}
+
+    def enabled(self) -> list[str]:
+        return [key for key, options in self.all().items() if options.enabled]
+
+
+_models: dict[tuple[tuple[str, type[ChannelOptions]], ...], type[ChannelsConfig]] = {}
+
+
+def channels_model() -> type[ChannelsConfig]:
+    """The `channels:` model for the plug-ins registered right now."""
+    signature = tuple((p.key, p.options) for p in _plugins.values())
+    model = _models.get(signature)
+    if model is None:
+        fields: dict[str, Any] = {
+            key: (options, Field(default_factory=options)) for key, options in signature
+        }
+        model = create_model("ChannelsConfig", __base__=ChannelsConfig, **fields)
+        _models[signature] = model
+    return model
+
+
+def validate_channels(data: object) -> ChannelsConfig:
+    """The `channels:` section validated by each plug-in's model (pydantic's ValidationError
+    on a bad option, located at `<key>.<field>`)."""
+    model = channels_model()
+    if isinstance(data, model):
+        return data
+    if isinstance(data, ChannelsConfig):
+        data = {k: v.model_dump() for k, v in data.all().items()}
+    return model.model_validate({} if data is None else data)
+
+
+def default_channels() -> ChannelsConfig:
+    return channels_model()()
+
+
+# -- what the daemon asks of the plug-ins ----------------------------------------------------
+
+
+def build_channels(
+    config: ChannelsConfig, request_stop: Callable[[], None] | None = None
+) -> dict[str, Channel]:
+    """The enabled channels' adapters, in registry order (each library imported only now)."""
+    enabled = config.enabled()
+    built: dict[str, Channel] = {}
+    for key in enabled:
+        plugin = _plugins[key]
+        options = config.options(key)
+        assert options is not None
+        context = ChannelContext(request_stop, tuple(k for k in enabled if k != key))
+        built[key] = plugin.create(options, context)
+    return built
+
+
+def secrets(config: ChannelsConfig) -> list[str]:
+    """Every credential in the channel options (fields typed `Secret`)."""
+    return [value for options in config.all().values() for value in secret_values(options)]
+
+
+def redaction_patterns() -> list[re.Pattern[str]]:
+    """Token shapes the plug-ins ask the log redactor to hide."""
+    return [pattern for plugin in _plugins.values() for pattern in plugin.redact]
+
+
+def quiet_loggers() -> list[str]:
+    """Library loggers that put credentials in URLs at INFO/DEBUG; the daemon quiets them."""
+    return [name for plugin in _plugins.values() for name in plugin.quiet_loggers]
+
+
+def owner_ids(config: ChannelsConfig, keys: Mapping[str, object]) -> dict[str, tuple[str, ...]]:
+    """Owner ids of each channel in `keys`, in registry order (channels without options: none)."""
+    found: dict[str, tuple[str, ...]] = {}
+    for key in in_registry_order(keys):
+        options = config.options(key)
+        found[key] = options.owner_ids() if options is not None else ()
+    return found
