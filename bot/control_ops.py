@@ -85,7 +85,7 @@ def default_chat_key(config: Config) -> SessionKey:
 
 def turn_reply(outcome: TurnOutcome) -> Reply:
     """What `perch chat` prints for a finished turn: the cleaned reply, or why there is none."""
-    from agents.sanitize import is_silent, sanitize_output, strip_silent_token
+    from bot.delivery import clean_reply
 
     result = outcome.result
     if outcome.blocked:
@@ -96,10 +96,8 @@ def turn_reply(outcome: TurnOutcome) -> Reply:
         return Reply(1, err="perch chat: the turn was stopped\n")
     if result.status == "error":
         return Reply(1, err=f"perch chat: the model call failed: {result.error}\n")
-    text = strip_silent_token(sanitize_output(result.text))
-    if is_silent(result.text) or not text.strip():
-        return Reply(0)
-    return Reply(0, text.strip() + "\n")
+    text = clean_reply(result.text)  # the delivery path's cleaning and NO_REPLY rules
+    return Reply(0, text.strip() + "\n") if text.strip() else Reply(0)
 
 
 def render_daemon(daemon: dict[str, Any]) -> list[str]:

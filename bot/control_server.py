@@ -158,10 +158,8 @@ class ControlServer:
         channel = self.daemon.channels.get(chat.channel)
         if channel is None:
             return Reply(2, err=f"perch send: channel {chat.channel} is not running\n")
-        from agents.sanitize import sanitize_output
-
-        try:
-            await channel.send(Outbound(chat, sanitize_output(text)))
+        try:  # the owner's own words: sent as written (not model output to clean)
+            await channel.send(Outbound(chat, text))
         except Exception as exc:
             return Reply(1, err=f"perch send: delivery to {to} failed: {exc}\n")
         return Reply(0, f"Sent to {to}.\n")

@@ -21,10 +21,10 @@ from typing import Any, Literal
 
 from agents.tools.cron import CronJobView, CronRequest, SessionMode
 from bot.cron_schedule import Schedule, format_time, load_schedule, parse_schedule
+from bot.delivery import describe_chat
 from bot.routing import decode_chat, parse_target
 from bot.store import Store
 from channels import registry
-from channels.base import ChatRef
 
 log = logging.getLogger(__name__)
 
@@ -240,11 +240,6 @@ def describe_target(text: str) -> str:
         return "nobody"
     chat = decode_chat(text)
     return describe_chat(chat) if chat is not None else text
-
-
-def describe_chat(chat: ChatRef) -> str:
-    where = f"{chat.channel} {chat.kind} {chat.chat_id}"
-    return f"{where} thread {chat.thread_id}" if chat.thread_id else where
 
 
 FAST_MIN_EVERY = 1.0  # the floor for a job that says allow_fast

@@ -16,12 +16,16 @@ Decisions:
   macro (`@hourly`, `@daily`/`@midnight`, `@weekly`, `@monthly`, `@yearly`/`@annually`),
   evaluated in the job's own IANA `tz`. Day-of-week numbers are crontab's: 0 and 7 are
   Sunday, 1 is Monday. When both day fields are restricted a day matches either (Vixie cron).
-- DST: the math walks local wall-clock times, so `0 9 * * *` stays at 09:00 local across a
-  change. A time skipped by spring-forward runs as if the clock had not jumped (02:30 ->
-  03:30). In an hour repeated by fall-back, a job with fixed hours runs once (the first
-  pass); a job whose hour field starts with `*` runs in both passes, so hourly jobs stay
-  hourly. APScheduler 3's `CronTrigger` is not used for the math: at a fall-back it returns
-  the same or earlier times again (measured with 3.11.3), and it numbers weekdays from Monday.
+  Parsing is ours (one-line errors naming the field; only the standard syntax is accepted);
+  the arithmetic is `cronsim`'s, which follows Debian cron.
+- DST (Debian cron's rules, as cronsim implements them): `0 9 * * *` stays at 09:00 local
+  across a change. For a job with fixed minutes and hours, a time skipped by spring-forward
+  runs at the moment of the jump (02:30 -> 03:00), and a time in the hour repeated by
+  fall-back runs once (the first pass). A job whose minute or hour field starts with `*`
+  follows elapsed time instead: skipped wall times do not run and repeated ones run in both
+  passes, so hourly jobs stay hourly. APScheduler 3's `CronTrigger` is not used for the math: at a
+  fall-back it returns the same or earlier times again (measured with 3.11.3), and it
+  numbers weekdays from Monday.
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
 
 from bot.config import parse_duration
 
@@ -50,7 +56,6 @@ MACROS = {
 CRON_FORM = "5 fields: minute hour day-of-month month day-of-week, e.g. '0 9 * * 1-5'"
 _MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 _WEEKDAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
-_SEARCH_DAYS = 366 * 9  # Feb 29 can be 8 years away (2096 -> 2104)
 
 
 def zone(tz: str) -> ZoneInfo:
@@ -109,112 +114,44 @@ def _field_value(token: str, field: _Field, position: int) -> int:
     return value
 
 
-def _parse_field(text: str, field: _Field, position: int) -> frozenset[int]:
-    values: set[int] = set()
+def _check_field(text: str, field: _Field, position: int) -> None:
+    """ValueError naming the field unless `text` is a valid standard crontab field."""
     for part in text.split(","):
         if not part:
             raise ValueError(f"cron field {position} ({field.name}): empty list item in {text!r}")
         base, slash, step_text = part.partition("/")
-        step = 1
-        if slash:
-            if not step_text.isdigit() or int(step_text) == 0:
-                raise ValueError(
-                    f"cron field {position} ({field.name}): step {step_text!r} must be a "
-                    "whole number >= 1"
-                )
-            step = int(step_text)
+        if slash and (not step_text.isdigit() or int(step_text) == 0):
+            raise ValueError(
+                f"cron field {position} ({field.name}): step {step_text!r} must be a "
+                "whole number >= 1"
+            )
         if base == "*":
-            start, end = field.low, field.high
-        elif "-" in base:
+            continue
+        if "-" in base:
             first, _, last = base.partition("-")
-            start = _field_value(first, field, position)
-            end = _field_value(last, field, position)
-            if start > end:
+            if _field_value(first, field, position) > _field_value(last, field, position):
                 raise ValueError(
                     f"cron field {position} ({field.name}): range {base!r} runs backwards; "
                     "write the smaller value first"
                 )
         else:
-            start = _field_value(base, field, position)
-            end = field.high if slash else start
-        values.update(range(start, end + 1, step))
-    if field.name == "day-of-week":
-        values = {v % 7 for v in values}
-    return frozenset(values)
+            _field_value(base, field, position)
 
 
 @dataclass(frozen=True, slots=True)
 class CronExpr:
-    """A parsed 5-field crontab expression (weekdays 0-6, 0 = Sunday)."""
+    """A checked crontab expression: `text` as written (normalised), `fields` its 5 fields."""
 
     text: str
-    minutes: tuple[int, ...]
-    hours: tuple[int, ...]
-    days: frozenset[int]
-    months: frozenset[int]
-    weekdays: frozenset[int]
-    day_star: bool  # the day-of-month field starts with '*'
-    weekday_star: bool
-    hour_star: bool
-
-    def matches_day(self, day: date) -> bool:
-        if day.month not in self.months:
-            return False
-        in_month = day.day in self.days
-        in_week = (day.weekday() + 1) % 7 in self.weekdays
-        if self.day_star or self.weekday_star:
-            return in_month and in_week
-        return in_month or in_week
+    fields: str
 
     def next_after(self, after: float, tz: ZoneInfo) -> float | None:
-        """The first run strictly after `after` (epoch seconds), or None if none in 9 years."""
-        local = datetime.fromtimestamp(after, tz).replace(tzinfo=None)
-        # Fall-back repeats up to a few hours of wall time: start looking a little earlier
-        # in wall time and let the instant comparison decide.
-        day = (local - timedelta(hours=4)).date()
-        for _ in range(_SEARCH_DAYS):
-            if self.matches_day(day):
-                found = self._first_on(day, tz, after)
-                if found is not None:
-                    return found  # a run on a later day is never earlier than this one
-            day += timedelta(days=1)
-        return None
-
-    def _first_on(self, day: date, tz: ZoneInfo, after: float) -> float | None:
-        """The earliest run on local `day` strictly after `after`, if any."""
-        midnight = datetime(day.year, day.month, day.day, tzinfo=tz)
-        if midnight.utcoffset() == (midnight + timedelta(days=1)).utcoffset():
-            # No DST change on this day: wall time and elapsed time agree, runs are in order.
-            base = midnight.timestamp()
-            last_minute = self.minutes[-1] * 60
-            for hour in self.hours:
-                start = base + hour * 3600
-                if start + last_minute <= after:
-                    continue
-                for minute in self.minutes:
-                    if start + minute * 60 > after:
-                        return start + minute * 60
+        """The first run strictly after `after` (epoch seconds), or None if none in 50 years."""
+        start = datetime.fromtimestamp(after, tz)
+        try:
+            return next(CronSim(self.fields, start)).timestamp()
+        except StopIteration:
             return None
-        # A DST change today: wall times may be skipped or repeated, and their instants
-        # are not in wall-clock order. Collect them all and take the smallest.
-        found: list[float] = []
-        for hour in self.hours:
-            for minute in self.minutes:
-                naive = datetime(day.year, day.month, day.day, hour, minute)
-                first = naive.replace(tzinfo=tz, fold=0)
-                found.append(first.timestamp())  # a skipped wall time maps past the gap
-                if not self.hour_star:
-                    continue
-                second = naive.replace(tzinfo=tz, fold=1)
-                if second.utcoffset() != first.utcoffset() and _exists(second, naive, tz):
-                    found.append(second.timestamp())  # the repeated hour's second pass
-        later = [t for t in found if t > after]
-        return min(later) if later else None
-
-
-def _exists(moment: datetime, naive: datetime, tz: ZoneInfo) -> bool:
-    back = datetime.fromtimestamp(moment.timestamp(), tz).replace(tzinfo=None)
-    return back == naive
 
 
 @functools.lru_cache(maxsize=512)
@@ -232,23 +169,16 @@ def parse_cron(text: str) -> CronExpr:
         fields = normalised.split(" ") if normalised else []
     if len(fields) != 5:
         raise ValueError(f"cron expression {text!r} has {len(fields)} fields; expected {CRON_FORM}")
-    parsed = [
-        _parse_field(f, spec, i + 1)
-        for i, (f, spec) in enumerate(zip(fields, _FIELDS, strict=True))
-    ]
-    expr = CronExpr(
-        text=normalised,
-        minutes=tuple(sorted(parsed[0])),
-        hours=tuple(sorted(parsed[1])),
-        days=parsed[2],
-        months=parsed[3],
-        weekdays=parsed[4],
-        day_star=fields[2].startswith("*"),
-        weekday_star=fields[4].startswith("*"),
-        hour_star=fields[1].startswith("*"),
-    )
-    if expr.next_after(datetime(2000, 1, 1, tzinfo=UTC).timestamp(), ZoneInfo("UTC")) is None:
-        raise ValueError(f"cron expression {text!r} never matches a real date (e.g. 30 February)")
+    for i, (field, spec) in enumerate(zip(fields, _FIELDS, strict=True)):
+        _check_field(field, spec, i + 1)
+    expr = CronExpr(text=normalised, fields=" ".join(fields))
+    never = f"cron expression {text!r} never matches a real date (e.g. 30 February)"
+    try:
+        first = expr.next_after(datetime(2000, 1, 1, tzinfo=UTC).timestamp(), ZoneInfo("UTC"))
+    except CronSimError:
+        raise ValueError(never) from None
+    if first is None:
+        raise ValueError(never)
     return expr
 
 

@@ -4,8 +4,9 @@
 `active_hours`, with a HEARTBEAT.md that has no real content, or while the heartbeat session
 (or the target chat) is busy it returns without a model call; the next tick tries again.
 Otherwise it runs a turn in `agent:<id>:heartbeat` (history trimmed to the last few
-heartbeat runs, so it never grows) and delivers the reply to `heartbeat.target` unless it is
-NO_REPLY or HEARTBEAT_OK with at most 300 characters left. `resolve_target` also serves cron
+heartbeat runs, so it never grows) and delivers the reply to `heartbeat.target` through
+`bot.delivery.send_reply(kind="heartbeat")`, which drops NO_REPLY and HEARTBEAT_OK with at
+most 300 characters left. `resolve_target` also serves cron
 jobs: where `owner`, `last`, `none` or an explicit chat point right now.
 
 Decisions: an active-hours window `HH:MM-HH:MM` includes its start and excludes its end;
@@ -28,14 +29,14 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from agents.sanitize import is_silent, sanitize_output, strip_heartbeat_ok, strip_silent_token
 from bot.config import Config, HeartbeatTarget
+from bot.delivery import DeliveryError, send_reply
 from bot.gateway import Gateway
 from bot.owner import resolve_owner
 from bot.routing import decode_chat, parse_target
 from bot.sessions import SessionKey
 from bot.store import Store
-from channels.base import Channel, ChatRef, Outbound
+from channels.base import Channel, ChatRef
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,6 @@ HeartbeatOutcome = Literal[
 Clock = Callable[[], datetime]
 
 HEARTBEAT_FILE = "HEARTBEAT.md"
-MAX_OK_REST = 300  # chars that may accompany HEARTBEAT_OK and still be dropped
 KEEP_RUNS = 3  # heartbeat runs kept in the heartbeat session's history
 MAX_CHECKLIST_CHARS = 20_000
 
@@ -292,19 +292,15 @@ class Heartbeat:
             return "error"
         if result.status == "cancelled":
             return "cancelled"
-        if is_silent(result.text):
+        if chat is None:
             return "silent"
-        suppress, rest = strip_heartbeat_ok(
-            strip_silent_token(sanitize_output(result.text)), MAX_OK_REST
-        )
-        if suppress or not rest.strip() or chat is None:
-            return "silent"
-        channel = gateway.channels[chat.channel]
         try:
-            await channel.send(Outbound(chat, rest))
-        except Exception as exc:
-            log.error("heartbeat: sending to %s failed: %s", chat.channel, exc)
+            sent = await send_reply(gateway.channels, chat, result.text, kind="heartbeat")
+        except DeliveryError as exc:
+            log.error("heartbeat: %s", exc)
             return "error"
+        if not sent:
+            return "silent"
         log.info("heartbeat: message sent to %s %s", chat.channel, chat.chat_id)
         return "delivered"
 

@@ -8,6 +8,7 @@ channel's `groups` (never via `"*"`). A DM with anyone else is allowed only if t
 approved by pairing, which `ChatMessenger` asks the store. Everything else is refused with a
 message listing how targets are written. `owner` is `bot.owner.resolve_owner`'s answer: the
 first owner id of the running channels in registry order (the console's user counts too).
+The text goes out through `bot.delivery.send_reply`, cleaned like any reply.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from agents.sanitize import is_silent, sanitize_output, strip_silent_token
 from agents.tools.base import ToolError
 from agents.tools.message import TARGET_FORMS
 from bot.config import Config
+from bot.delivery import DeliveryError, clean_reply, send_reply
 from bot.owner import owner_ids, policies
 from bot.routing import decode_chat, parse_target
 from bot.store import Store
-from channels.base import Channel, ChatRef, Outbound
+from channels.base import Channel, ChatRef
 
 log = logging.getLogger(__name__)
 
@@ -129,15 +130,13 @@ class ChatMessenger:
         if verdict != "allow":
             log.warning("message tool in %s: target %s refused by policy", session_key, where)
             raise TargetRefused(policy.refusal(target))
-        clean = strip_silent_token(sanitize_output(text))
-        if is_silent(text) or not clean.strip():
+        if not clean_reply(text):
             raise ToolError("the message is empty after cleaning (NO_REPLY is never sent)")
-        channel = self.channels[chat.channel]
         try:
-            await channel.send(Outbound(chat, clean))
-        except Exception as exc:
+            clean = await send_reply(self.channels, chat, text)
+        except DeliveryError as exc:
             log.error("message tool in %s: sending to %s failed: %s", session_key, where, exc)
-            raise ToolError(f"sending to {where} failed: {exc}") from None
+            raise ToolError(f"sending to {where} failed: {exc.reason}") from None
         log.info("message tool in %s: sent %d chars to %s", session_key, len(clean), where)
         return where
 

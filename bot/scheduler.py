@@ -7,7 +7,7 @@ removed by `perch cron` in another process (`PRAGMA data_version`, every `poll_e
 seconds). APScheduler only tells time; the job rows are the truth, re-read before each run.
 
 A run: isolated jobs get a fresh `agent:<id>:cron:<jobId>` session (minimal prompt) and the
-result is delivered to `deliver_to`; chat jobs are injected into the delivery chat's session
+result goes to `deliver_to` through `bot.delivery.send_reply`; chat jobs are injected into the delivery chat's session
 (queued behind a running turn) and answer there. NO_REPLY posts nothing. Outcomes go to
 `cron_runs`. Transient failures (model errors, a busy session, an unreachable target or
 channel) retry after `retry_delays` (60 s, 120 s, 300 s), then the job moves on: a recurring
@@ -34,7 +34,6 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from agents.sanitize import is_silent, sanitize_output, strip_silent_token
 from agents.tools.cron import CronJobView, CronRequest
 from bot.config import Config
 from bot.cron_jobs import (
@@ -48,11 +47,12 @@ from bot.cron_jobs import (
     job_view,
 )
 from bot.cron_schedule import format_time
+from bot.delivery import DeliveryError, clean_reply, send_reply
 from bot.gateway import Gateway
 from bot.heartbeat import Heartbeat, TargetError, resolve_target
 from bot.sessions import SessionKey
 from bot.store import Store
-from channels.base import ChatRef, Outbound
+from channels.base import ChatRef
 
 log = logging.getLogger(__name__)
 
@@ -470,18 +470,14 @@ class Scheduler:
                 if self._stopping or not gateway.accepting
                 else RunOutcome("skipped", "cancelled")
             )
-        reply = strip_silent_token(sanitize_output(result.text))
-        if is_silent(result.text) or not reply.strip():
-            return RunOutcome("ok", "NO_REPLY: nothing sent")
         if chat is None:
+            if not clean_reply(result.text):
+                return RunOutcome("ok", "NO_REPLY: nothing sent")
             return RunOutcome("ok", "deliver_to none: the result stays in the job's session")
-        channel = gateway.channels.get(chat.channel)
-        if channel is None:
-            return RunOutcome("error", f"channel {chat.channel} is not running", transient=True)
         try:
-            await channel.send(Outbound(chat, reply))
-        except Exception as exc:
-            return RunOutcome(
-                "error", f"sending to {describe_chat(chat)} failed: {exc}", transient=True
-            )
+            sent = await send_reply(gateway.channels, chat, result.text)
+        except DeliveryError as exc:
+            return RunOutcome("error", str(exc), transient=True)
+        if not sent:
+            return RunOutcome("ok", "NO_REPLY: nothing sent")
         return RunOutcome("delivered", f"to {describe_chat(chat)}")

@@ -8,7 +8,7 @@ twice. `LaneAnnouncer` implements `Announcer`: results of detached children of o
 that finish within `window` seconds are batched into one system message, which
 `Gateway.run_system_turn(..., when_busy="queue")` runs as a parent turn (queued behind a
 busy parent, where the `collect` queue mode merges later batches too) and delivers to the
-parent's chat. `build_subagents(...)` makes both for the daemon.
+parent's chat like any turn, through `bot.delivery.TurnReply` (cleaned preview and final). `build_subagents(...)` makes both for the daemon.
 """
 
 from __future__ import annotations

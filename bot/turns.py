@@ -4,8 +4,9 @@
 group context, collected follow-ups), applies the input guard, prepares history (summary
 pair, turn limit, pruning, pairing repair), runs the agent loop while showing typing and a
 streamed preview, persists the run's messages in one transaction, and hands the final text
-to delivery: sanitize -> NO_REPLY check -> channel. A cancelled run is saved too (its history
-is valid by construction) and sends nothing more.
+to `bot.delivery.TurnReply` (the one delivery path: clean -> NO_REPLY -> render -> chunk ->
+send; the preview shows only cleaned text too). A cancelled run is saved too (its history
+is valid by construction); its preview is left showing the cleaned partial text.
 """
 
 from __future__ import annotations
@@ -19,28 +20,20 @@ from dataclasses import dataclass
 
 from agents.guard import BLOCKED_REPLY, check_input
 from agents.history import estimate_tokens, prepare_history
-from agents.loop import (
-    AgentLoop,
-    Event,
-    ModelCallFinished,
-    RunRequest,
-    RunResult,
-    TextDelta,
-    ToolStarted,
-)
+from agents.loop import AgentLoop, RunRequest, RunResult
 from agents.model import Block, Message
 from agents.pricing import context_window
 from agents.prompt import PromptBuilder, PromptMode, RuntimeInfo
-from agents.sanitize import SilentTokenFilter, is_silent, sanitize_output, strip_silent_token
 from agents.tools.base import ToolContext, ToolRegistry
 from bot.config import Config
+from bot.delivery import TurnReply
 from bot.lanes import Pending, Turn
 from bot.logs import run_id_var, session_var
 from bot.routing import encode_chat
 from bot.sessions import SessionKey
 from bot.store import SessionRow, Store
 from channels import registry
-from channels.base import Channel, ChatRef, Outbound, ReplyStream, ShowsTools
+from channels.base import Channel, ChatRef, Outbound
 
 log = logging.getLogger(__name__)
 
@@ -170,12 +163,12 @@ class TurnRunner:
         )
         started = time.perf_counter()
         async with AsyncExitStack() as stack:
-            stream: ReplyStream | None = None
+            reply: TurnReply | None = None
             if channel is not None and chat is not None:
                 await stack.enter_async_context(channel.typing(chat))
-                stream = channel.reply_stream(chat)
-            progress = _Progress(stream)
-            result = await self.loop.run(request, progress.on_event)
+                reply = TurnReply(channel, chat)
+                stack.callback(reply.close)
+            result = await self.loop.run(request, reply.on_event if reply else None)
             await self.store.save_run(
                 session.id,
                 str(key),
@@ -186,7 +179,7 @@ class TurnRunner:
                 context_tokens=result.context_tokens or None,
                 origin=request.context.origin or None,
             )
-            delivered = await self._deliver(result, chat, channel, stream)
+            delivered = await _deliver(result, reply)
         log.info(
             "turn %s in %.2fs, %d iterations, %d+%d tokens, $%.4f",
             result.status,
@@ -227,59 +220,21 @@ class TurnRunner:
             context_window_tokens=self.window,
         )
 
-    async def _deliver(
-        self,
-        result: RunResult,
-        chat: ChatRef | None,
-        channel: Channel | None,
-        stream: ReplyStream | None,
-    ) -> bool:
-        if channel is None or chat is None:
-            return False
-        if result.status == "cancelled":
-            if stream is not None:
-                await stream.abort()
-            return False
-        if result.status == "error":
-            text = ERROR_REPLY.format(error=result.error)
-        else:
-            text = strip_silent_token(sanitize_output(result.text))
-            if is_silent(result.text) or not text.strip():
-                if stream is not None:
-                    await stream.abort()
-                return False
-        if stream is not None:
-            await stream.finish(text)
-        else:
-            await channel.send(Outbound(chat, text))
-        return True
-
     def add_usage_listener(self, listener: SessionListener) -> None:
         self.after_run.append(listener)
 
 
-class _Progress:
-    """Feeds streamed text to the channel's preview, holding back a partial NO_REPLY."""
-
-    def __init__(self, stream: ReplyStream | None) -> None:
-        self._stream = stream
-        self._filter = SilentTokenFilter()
-        self._shown = ""
-
-    async def on_event(self, event: Event) -> None:
-        if isinstance(event, TextDelta):
-            visible = self._filter.feed(event.text)
-            if visible and self._stream is not None:
-                self._shown += visible
-                await self._stream.update(self._shown)
-        elif isinstance(event, ModelCallFinished):
-            # The next model call writes a new reply; its preview starts afresh.
-            self._filter = SilentTokenFilter()
-            self._shown = ""
-        elif isinstance(event, ToolStarted):
-            log.debug("tool %s started", event.name)
-            if isinstance(self._stream, ShowsTools):
-                await self._stream.tool(event.name)
+async def _deliver(result: RunResult, reply: TurnReply | None) -> bool:
+    """Hand the run's outcome to the delivery path; True if a reply was sent."""
+    if reply is None:
+        return False
+    if result.status == "cancelled":
+        await reply.cancel()
+        return False
+    if result.status == "error":
+        await reply.fail(ERROR_REPLY.format(error=result.error))
+        return True
+    return await reply.finish(result.text)
 
 
 def _user_text(key: SessionKey, items: list[Pending]) -> tuple[str, list[Block]]:

@@ -9,6 +9,7 @@ How an adapter is found, configured and built is the plug-in seam: `channels.plu
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -102,11 +103,16 @@ class ChannelStatus:
 class ReplyStream(Protocol):
     """A reply being written while the model streams.
 
-    Platforms that can edit messages show one preview message and edit it (at most about
-    once a second); others send only the final text. `finish` delivers the final text
-    (chunked as needed, in place of the preview where possible); `abort` leaves whatever
-    was already shown and sends nothing more.
+    Platforms that can edit messages show one preview message and edit it (at most once
+    per `interval` seconds); others send only the final text and say `interval = math.inf`,
+    so the daemon prepares no preview for them. The daemon hands `update` only text that is
+    already cleaned for the user (see `bot.delivery`). `finish` delivers the final text
+    (chunked as needed, in place of the preview where possible; empty text deletes the
+    preview where the platform can); `abort` leaves whatever was already shown and sends
+    nothing more.
     """
+
+    interval: float
 
     async def update(self, text: str) -> None: ...
 
@@ -150,6 +156,8 @@ class Channel(Protocol):
 
 class FinalOnlyStream:
     """A `ReplyStream` for platforms without edits: only the final text is sent."""
+
+    interval = math.inf  # no preview to prepare
 
     def __init__(self, send: Callable[[Outbound], Awaitable[None]], chat: ChatRef) -> None:
         self._send = send

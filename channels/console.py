@@ -158,6 +158,8 @@ class ConsoleChannel:
 class _ConsoleStream:
     """Prints the reply as it grows; if the final text differs, prints it whole."""
 
+    interval = 0.1  # a terminal shows every update; the daemon cleans ten times a second
+
     def __init__(self, write: Callable[[str], None], indicate: Callable[[str], None]) -> None:
         self._write = write
         self._indicate = indicate
@@ -178,7 +180,9 @@ class _ConsoleStream:
 
     async def finish(self, text: str) -> None:
         text = text.strip()
-        if self._shown and text.startswith(self._shown.strip()):
+        if self._shown and not text:
+            self._write("\n")  # printed text cannot be taken back
+        elif self._shown and text.startswith(self._shown.strip()):
             self._write(text[len(self._shown.strip()) :] + "\n")
         elif self._shown:
             self._write("\n" + PREFIX + text + "\n")

@@ -39,7 +39,7 @@ class SlackReplyStream:
         self._chat = chat
         self._spawn = spawn
         self._limit = delivery.options.chunk_limit
-        self._interval = delivery.options.stream_interval
+        self.interval = delivery.options.stream_interval
         self._latest = ""
         self._shown = ""
         self._ts: str | None = None
@@ -90,7 +90,7 @@ class SlackReplyStream:
 
     async def _flush_loop(self) -> None:
         while not self._done and not self._broken and self._latest != self._shown:
-            wait = self._last_flush + self._interval - time.monotonic()
+            wait = self._last_flush + self.interval - time.monotonic()
             if wait > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), wait)

@@ -41,7 +41,7 @@ class TelegramReplyStream:
         self._sender = sender
         self._spawn = spawn
         self._chat = chat
-        self._interval = interval
+        self.interval = interval
         self._limit = limit
         self._latest = ""
         self._shown = ""
@@ -107,7 +107,7 @@ class TelegramReplyStream:
             text = self._latest
             if text != self._shown:
                 await self._show(text)
-            delay = max(self._interval, self._not_before - time.monotonic())
+            delay = max(self.interval, self._not_before - time.monotonic())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closed.wait(), delay)
             if self._closed.is_set():

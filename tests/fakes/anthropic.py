@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-ReplyKind = Literal["text", "tool_use", "http_error", "stream_error", "hang", "disconnect"]
+ReplyKind = Literal["text", "tool_use", "http_error", "stream_error", "hang", "disconnect", "stall"]
 
 _ids = itertools.count(1)
 
@@ -123,6 +123,12 @@ class Reply:
     def hang(cls) -> Reply:
         """Accept and never answer, until the client disconnects or the server stops."""
         return cls("hang")
+
+    @classmethod
+    def stall(cls, partial_text: str, *, chunk: int = 0) -> Reply:
+        """A 200 stream that sends the deltas of `partial_text`, then nothing more until the
+        client goes away or the server stops (a model pausing mid-reply)."""
+        return cls("stall", partial_text=partial_text, chunk=chunk)
 
     @classmethod
     def disconnect(cls, partial_text: str | None = None) -> Reply:
@@ -333,6 +339,12 @@ class FakeAnthropic:
             error = {"type": "error", "error": detail}
             await _event(response, "error", error)
             await response.write_eof()
+            return response
+
+        if reply.kind == "stall":
+            await _text_block(response, 0, reply.partial_text or "", reply.chunk, stop=False)
+            assert self._stopping is not None
+            await self._stopping.wait()
             return response
 
         index = 0

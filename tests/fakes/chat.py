@@ -128,6 +128,8 @@ class MemoryChannel:
 
 
 class _Stream:
+    interval = 0.0  # every update is recorded in `previews`
+
     def __init__(self, channel: MemoryChannel, chat: ChatRef) -> None:
         self._channel = channel
         self._chat = chat
@@ -136,7 +138,8 @@ class _Stream:
         self._channel.previews.append(text)
 
     async def finish(self, text: str) -> None:
-        await self._channel.send(Outbound(self._chat, text))
+        if text.strip():  # empty: the preview is deleted, as on the platforms that edit
+            await self._channel.send(Outbound(self._chat, text))
 
     async def abort(self) -> None:
         return None
