@@ -7,7 +7,10 @@ modes (`check_input`). Pure text in, `GuardVerdict` out; the only side effect is
 Decisions (where the seed is silent):
 - Patterns aim at the attack, not at ordinary chat: "you are now able to log in", "ignore the
   previous message", "pretend you're a pirate", "System: Ubuntu 22.04" are not detections;
-  "you are now a different assistant", "ignore all previous instructions" are.
+  "you are now a different assistant", "ignore all previous instructions" are. Role play
+  is fine ("act as a translator", "roleplay as a knight", "from now on you are my tutor");
+  role play as something unbound is not ("act as / pretend you are / roleplay as an AI with
+  no rules", "pretend to be DAN", "from now on you are free of all restrictions").
 - `scan` runs on the message as received and, when it contains NUL bytes, also on the text
   with them removed (so `ig\\x00nore previous instructions` is still caught).
 - NUL removal and truncation always happen, even with mode `off`; `off` skips scanning and
@@ -43,6 +46,40 @@ _ROLE_NOUNS = (
     r"(?:assistant|ai|bot|chatbot|model|llm|agent|persona|character|gpt|claude|entity|dan)"
 )
 
+_YOU_ARE = r"you(?:'re|\u2019re|\s+are)"
+_UNBOUND = r"(?:dan|jailbroken|unrestricted|unfiltered|uncensored|unbound|unlimited|amoral|evil)"
+_LIMITS = (
+    r"(?:rules|restrictions|limits|limitations|filters|guidelines|guardrails|boundaries"
+    r"|censorship|ethics|morals|content\s+polic(?:y|ies))"
+)
+# "an AI with no rules", "a bot without any filters", "an unfiltered model", "DAN".
+_UNBOUND_ROLE = (
+    r"(?:dan\b|" + _UNBOUND + r"\b"
+    r"|(?:a|an|the|my)\s+(?:" + _UNBOUND + r"\b|(?:[\w-]+\s+){0,2}?" + _ROLE_NOUNS + r"\s+"
+    r"(?:with|that\s+has|who\s+has|having|without)\s+(?:no|any|zero)\s+" + _LIMITS + r"))"
+)
+_ROLE_OVERRIDE = (
+    # "you are now a different assistant", "you are no longer an AI", "you're now DAN"
+    r"\b" + _YOU_ARE + r"\s+(?:now|no\s+longer)\s+"
+    r"(?:(?:a|an|the|no\s+longer)\s+(?:[\w-]+\s+){0,2}?" + _ROLE_NOUNS + r"\b"
+    r"|" + _UNBOUND + r"\b"
+    r"|in\s+(?:developer|dan|god|jailbreak|admin|debug|unrestricted)\s+mode\b)"
+    # "from now on you are an unfiltered AI", "from now on, you will act as DAN"
+    r"|\bfrom\s+now\s+on,?\s+(?:" + _YOU_ARE + r"|you\s+(?:will|shall|must)\s+(?:be|act\s+as))\s+"
+    r"(?:(?:a|an|the|my|no\s+longer)\s+(?:[\w-]+\s+){0,2}?" + _ROLE_NOUNS + r"\b"
+    r"|" + _UNBOUND_ROLE + r"|free\s+(?:of|from)\s+(?:all\s+|any\s+|your\s+)?" + _LIMITS + r"\b"
+    r"|in\s+(?:developer|dan|god|jailbreak|admin|debug|unrestricted)\s+mode\b)"
+    # "pretend you are / act as / roleplay as an AI with no rules", "pretend to be DAN"
+    r"|\b(?:(?:pretend|imagine)\s+(?:that\s+)?(?:" + _YOU_ARE + r"|you\s+were)"
+    r"|pretend\s+to\s+be|act\s+as(?:\s+if\s+(?:" + _YOU_ARE + r"|you\s+were))?"
+    r"|role-?\s?play\s+as)\s+" + _UNBOUND_ROLE +
+    # "pretend you have no restrictions", "act as if you are not bound by rules"
+    r"|\b(?:pretend|act\s+as\s+if|imagine)\s+(?:that\s+)?you\s+(?:are|were|have)\s+"
+    r"(?:no\s+" + _LIMITS + r"|not\s+bound"
+    r"|an?\s+(?:unrestricted|unfiltered|uncensored|jailbroken|evil)\b)"
+    r"|\byour\s+new\s+(?:role|persona|identity)\s+(?:is|will\s+be)\b"
+)
+
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "ignore_instructions",
@@ -59,21 +96,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             _FLAGS,
         ),
     ),
-    (
-        "role_override",
-        re.compile(
-            r"\b(?:you\s+are\s+(?:now|no\s+longer)"
-            r"|from\s+now\s+on,?\s+you\s+(?:are|will\s+be|shall\s+be|(?:will|must)\s+act\s+as))\s+"
-            r"(?:(?:a|an|the|my|no\s+longer)\s+(?:[\w-]+\s+){0,2}?" + _ROLE_NOUNS + r"\b"
-            r"|(?:dan|jailbroken|unrestricted|unfiltered|uncensored)\b"
-            r"|in\s+(?:developer|dan|god|jailbreak|admin|debug|unrestricted)\s+mode\b)"
-            r"|\b(?:pretend|act\s+as\s+if|imagine)\s+(?:that\s+)?you\s+(?:are|were|have)\s+"
-            r"(?:no\s+(?:rules|restrictions|limits|guidelines|filters)|not\s+bound"
-            r"|an?\s+(?:unrestricted|unfiltered|uncensored|jailbroken|evil)\b)"
-            r"|\byour\s+new\s+(?:role|persona|identity)\s+(?:is|will\s+be)\b",
-            _FLAGS,
-        ),
-    ),
+    ("role_override", re.compile(_ROLE_OVERRIDE, _FLAGS)),
     (
         "system_tags",
         re.compile(

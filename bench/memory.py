@@ -31,7 +31,7 @@ import yaml
 
 from bench.report import Report, parser
 from bench.wire import ROOT, BenchModel, BenchTelegram, use_loopback
-from bot.store import Store
+from bot.store import open_store
 
 TARGET_IDLE_MB = 80.0
 TARGET_START_S = 1.5
@@ -68,7 +68,7 @@ def write_config(folder: Path, telegram: BenchTelegram, model: BenchModel) -> Pa
 
 async def store_sessions(db_path: Path, count: int) -> float:
     """Create `count` DM sessions of three turns each; returns the database size in MB."""
-    store = await Store.open(db_path)  # creates and migrates the schema
+    store = await open_store(db_path)  # creates and migrates the schema
     await store.close()
     now = time.time()
     sessions, messages = [], []

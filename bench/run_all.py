@@ -1,8 +1,8 @@
 """Runs every benchmark, each in a fresh process, and prints one table of the results.
 
 `python -m bench.run_all` (what `make bench` runs) runs `bench.overhead`, `bench.throughput`,
-`bench.group_flood`, `bench.memory` and `bench.sqlite` one after the other, collects their
-figures through `--json`, and ends with a Markdown table of every figure and target, ready
+`bench.group_flood`, `bench.memory`, `bench.sqlite` and `bench.text` one after the other,
+collects their figures through `--json`, and ends with a Markdown table of every figure and target, ready
 to paste into bench/README.md. It fails (exit 1) when a benchmark fails, not when a target
 is missed: the table says that.
 """
@@ -21,7 +21,7 @@ from typing import Any
 from bench.report import describe_machine
 from bench.wire import ROOT, use_loopback
 
-BENCHMARKS = ["overhead", "throughput", "group_flood", "memory", "sqlite"]
+BENCHMARKS = ["overhead", "throughput", "group_flood", "memory", "sqlite", "text"]
 TIMEOUT_S = 300
 
 

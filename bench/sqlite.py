@@ -27,7 +27,7 @@ from pathlib import Path
 
 from agents.model import Message, Usage
 from bench.report import Report, parser
-from bot.store import Store
+from bot.store import open_store
 
 SESSIONS = 200
 REPLY = "Sure. Here is a short answer that runs for a few sentences, as most replies do. " * 4
@@ -80,7 +80,7 @@ async def main_async(turns: int) -> Report:
     report = Report("sqlite", "5. SQLite: turns persisted per second (Store.save_run)")
     with tempfile.TemporaryDirectory(prefix="perch-bench-") as tmp:
         path = Path(tmp) / "perch.db"
-        store = await Store.open(path)
+        store = await open_store(path)
         try:
             keys = [f"agent:main:telegram:1:dm:{u}" for u in range(SESSIONS)]
             ids = [(await store.session(k)).id for k in keys]

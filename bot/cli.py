@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     register_control(sub, add)
     register_cron(sub, add)
     register_onboard(sub, add)
+    from bot.store_cli import register as register_store
+
+    register_store(sub, add)
     return parser
 
 

@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -29,10 +30,12 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from bot.budget import BudgetConfig
 from bot.config_lenient import relax
+from bot.config_shape import MAX_NESTING, deeper_than, too_deep
 from bot.secret_refs import expand_secret_refs
 from channels.options import ChannelPolicy as ChannelPolicy  # re-exported: the access rules
 from channels.registry import ChannelsConfig, default_channels, validate_channels
@@ -121,6 +124,15 @@ class ExecConfig(_Model):
     max_processes: int = Field(1024, ge=0)
     max_file_mb: int = Field(1024, ge=0)
 
+    @model_validator(mode="after")
+    def _timeout_within_max(self) -> ExecConfig:
+        if self.timeout_s > self.max_timeout_s:
+            raise ValueError(
+                f"timeout_s ({self.timeout_s:g}) is above max_timeout_s ({self.max_timeout_s:g}); "
+                "lower timeout_s or raise max_timeout_s"
+            )
+        return self
+
 
 class WebFetchConfig(_Model):
     enabled: bool = True
@@ -182,6 +194,18 @@ class ProvidersConfig(_Model):
 
 class StoreConfig(_Model):
     path: Path = Path("./data/perch.db")
+    url: str = ""  # postgresql://user:pass@host/db selects PostgreSQL instead of `path`
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: str) -> str:
+        if value and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must start with postgresql:// (or be empty to use store.path)")
+        try:
+            _ = urlsplit(value).port  # a bad host or port fails here
+        except ValueError as exc:
+            raise ValueError(f"is not a valid postgresql:// URL ({exc})") from None
+        return value
 
 
 class GatewayConfig(_Model):
@@ -200,6 +224,22 @@ class HeartbeatConfig(_Model):
     active_hours: str | None = None
     timezone: str | None = None
     target: Literal["owner", "last", "none"] | HeartbeatTarget = "owner"
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target(cls, value: object) -> object:
+        """One message in the user's terms instead of one per member of the union."""
+        usage = "owner, last, none, or {channel: <channel>, to: <chat id>}"
+        if value in ("owner", "last", "none") or isinstance(value, HeartbeatTarget):
+            return value
+        if not isinstance(value, dict):
+            raise ValueError(f"must be {usage}, got {value!r}")
+        missing = [key for key in ("channel", "to") if key not in value]
+        unknown = [str(key) for key in value if key not in ("channel", "to")]
+        if missing or unknown:
+            problem = f"lacks {' and '.join(missing)}" if missing else f"has {', '.join(unknown)}"
+            raise ValueError(f"the target mapping {problem}; write {usage}")
+        return {key: str(item) for key, item in value.items()}
 
     @field_validator("active_hours")
     @classmethod
@@ -258,6 +298,11 @@ class Config(_Model):
     def db_path(self) -> Path:
         return self.resolve(self.store.path)
 
+    @property
+    def store_target(self) -> Path | str:
+        """Where the store is: the PostgreSQL URL if set, else the SQLite file."""
+        return self.store.url or self.db_path
+
 
 def interpolate(
     value: Any, env: dict[str, str], path: str = "", missing: list[tuple[str, str]] | None = None
@@ -315,6 +360,8 @@ def _describe(error: Mapping[str, Any]) -> str:
         "input" in error
         and error["type"] not in ("missing",)
         and not isinstance(error["input"], dict | list)
+        and repr(error["input"]) not in message
+        and f"({error['input']})" not in message
     ):
         message += f" (got {error['input']!r})"
     return f"{where}: {message}" if where else message
@@ -330,6 +377,12 @@ def load_config(
     env = dict(os.environ) if env is None else env
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} on line {line}); "
+            "save the file as UTF-8"
+        ) from None
     except FileNotFoundError:
         raise ConfigError(
             f"{path}: no such file; copy the shipped config.yaml there or pass --config PATH"
@@ -338,6 +391,8 @@ def load_config(
         raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
     try:
         raw = yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(too_deep(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -347,6 +402,8 @@ def load_config(
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections (agent:, ...)")
+    if deeper_than(raw, MAX_NESTING):
+        raise ConfigError(too_deep(path))
     missing: list[tuple[str, str]] | None = [] if lenient else None
     try:
         data = interpolate(raw, env, missing=missing)

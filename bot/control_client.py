@@ -84,12 +84,16 @@ async def dispatch(config: Config, op: str, payload: dict[str, Any]) -> Reply:
     if op == "status":
         notes = unresolved_notes(config)
         payload = {**payload, "offline_status": _status_file(config)}
-        if not config.db_path.exists():
+        if not config.store.url and not config.db_path.exists():
             lines = [f"Perch is not running (no database yet at {config.db_path}).", *notes]
             return Reply(0, "\n".join(lines) + "\n")
-    from bot.store import Store
+    from bot.store import StoreUnavailable, open_store, redact_url
 
-    store = await Store.open(config.db_path)
+    try:
+        store = await open_store(config.store_target)
+    except StoreUnavailable as exc:
+        where = redact_url(str(config.store_target))
+        return Reply(1, err=f"perch: the database {where} is unavailable: {exc}\n")
     try:
         return await run_op(OpContext(config, store), op, payload)
     finally:

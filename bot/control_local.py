@@ -16,10 +16,9 @@ from agents.provider import AnthropicClient
 from bot.budget import Budget
 from bot.config import Config, ConfigError, require_api_key
 from bot.control_ops import Reply, default_chat_key, socket_path, turn_reply
-from bot.daemon import AlreadyRunning, hold_instance_lock
 from bot.lanes import Pending, Turn
 from bot.sessions import SessionKey
-from bot.store import Store
+from bot.store import AlreadyRunning, Store, open_store
 from bot.toolbelt import build_tools
 from bot.turns import TurnRunner
 from bot.workspace import seed_workspace
@@ -42,22 +41,20 @@ async def chat_standalone(config: Config, text: str, session: object) -> Reply:
         require_api_key(config)
     except ConfigError as exc:
         return Reply(78, err=f"perch chat: {exc}\n")
+    store = await open_store(config.store_target)
     try:
-        lock = hold_instance_lock(config.db_path)
+        await store.hold_instance()
     except AlreadyRunning:
+        await store.close()
         return Reply(
             1,
-            err=f"perch chat: a Perch daemon holds {config.db_path} but its control socket "
+            err="perch chat: a Perch daemon holds the database but its control socket "
             f"{socket_path(config)} does not answer; check its log\n",
         )
-    try:
-        return await _run(config, key, text)
-    finally:
-        lock.close()
+    return await _run(config, store, key, text)
 
 
-async def _run(config: Config, key: SessionKey, text: str) -> Reply:
-    store = await Store.open(config.db_path)
+async def _run(config: Config, store: Store, key: SessionKey, text: str) -> Reply:
     provider = config.providers.anthropic
     client = AnthropicClient(
         provider.api_key,

@@ -137,6 +137,9 @@ async def op_status(ctx: OpContext, args: dict[str, Any]) -> Reply:
     else:
         line = "  budget: off (agent.budget.daily_usd)"
     lines.append(line)
+    from bot.instances import live_instance_lines
+
+    lines += [f"  instance {line}" for line in await live_instance_lines(ctx.store)]
     return Reply(0, "\n".join([*lines, *unresolved_notes(ctx.config)]) + "\n")
 
 

@@ -1,7 +1,7 @@
 """The cron job tables (`cron_jobs`, `cron_runs`) as typed rows, and how a job is created.
 
-`CronJobs(store)` is the only code that reads or writes those tables (through
-`store.execute`/`store.fetch_all`); SQLite is the source of truth, shared by the daemon's
+`CronJobs(store)` is the typed face of those tables (the SQL lives in the store's backend,
+`cron_*` methods); the store is the source of truth, shared by the daemon's
 scheduler and `perch cron` (which works whether the daemon runs or not). `create_job` checks
 a `CronRequest` and stores it with its first run computed; `job_view` formats a job for
 people and the model.
@@ -17,26 +17,20 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, Literal
 
 from agents.tools.cron import CronJobView, CronRequest, SessionMode
 from bot.cron_schedule import Schedule, format_time, load_schedule, parse_schedule
 from bot.delivery import describe_chat
 from bot.routing import decode_chat, parse_target
-from bot.store import Store
+from bot.store import CronJobRow, CronRun, Store
+from bot.store import RunStatus as RunStatus
 from channels import registry
 
 log = logging.getLogger(__name__)
 
-RunStatus = Literal["ok", "delivered", "error", "skipped", "missed"]
 DELIVERY_WORDS = ("owner", "last", "none")
 MAX_JOBS = 100
 POLL_EVERY = 30.0  # how often a running daemon looks for jobs changed by another process
-
-_COLUMNS = (
-    "id, name, schedule_kind, schedule, tz, message, session_mode, deliver_to, enabled, "
-    "created_at, created_by, next_run_at, last_run_at, last_status, last_error, failures"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,32 +55,23 @@ class CronJob:
         return f"{self.id} '{self.name}'" if self.name else self.id
 
 
-@dataclass(frozen=True, slots=True)
-class CronRun:
-    job_id: str
-    started_at: float
-    finished_at: float
-    status: RunStatus
-    detail: str = ""
-
-
-def _job(row: tuple[Any, ...]) -> CronJob:
-    mode: SessionMode = "chat" if row[6] == "chat" else "isolated"
+def _job(row: CronJobRow) -> CronJob:
+    mode: SessionMode = "chat" if row.session_mode == "chat" else "isolated"
     return CronJob(
-        id=row[0],
-        name=row[1],
-        schedule=load_schedule(row[2], row[3], row[4]),
-        message=row[5],
+        id=row.id,
+        name=row.name,
+        schedule=load_schedule(row.schedule_kind, row.schedule, row.tz),
+        message=row.message,
         session_mode=mode,
-        deliver_to=row[7],
-        enabled=bool(row[8]),
-        created_at=row[9],
-        created_by=row[10],
-        next_run_at=row[11],
-        last_run_at=row[12],
-        last_status=row[13],
-        last_error=row[14],
-        failures=row[15],
+        deliver_to=row.deliver_to,
+        enabled=row.enabled,
+        created_at=row.created_at,
+        created_by=row.created_by,
+        next_run_at=row.next_run_at,
+        last_run_at=row.last_run_at,
+        last_status=row.last_status,
+        last_error=row.last_error,
+        failures=row.failures,
     )
 
 
@@ -98,70 +83,57 @@ class CronJobs:
 
     async def insert(self, job: CronJob) -> None:
         s = job.schedule
-        await self.store.execute(
-            f"INSERT INTO cron_jobs ({_COLUMNS}) VALUES "
-            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                job.id,
-                job.name,
-                s.kind,
-                s.expr,
-                s.tz,
-                job.message,
-                job.session_mode,
-                job.deliver_to,
-                int(job.enabled),
-                job.created_at,
-                job.created_by,
-                job.next_run_at,
-                job.last_run_at,
-                job.last_status,
-                job.last_error,
-                job.failures,
-            ),
+        await self.store.cron_insert(
+            CronJobRow(
+                id=job.id,
+                name=job.name,
+                schedule_kind=s.kind,
+                schedule=s.expr,
+                tz=s.tz,
+                message=job.message,
+                session_mode=job.session_mode,
+                deliver_to=job.deliver_to,
+                enabled=job.enabled,
+                created_at=job.created_at,
+                created_by=job.created_by,
+                next_run_at=job.next_run_at,
+                last_run_at=job.last_run_at,
+                last_status=job.last_status,
+                last_error=job.last_error,
+                failures=job.failures,
+            )
         )
 
     async def get(self, job_id: str) -> CronJob | None:
-        rows = await self.store.fetch_all(
-            f"SELECT {_COLUMNS} FROM cron_jobs WHERE id = ?", (job_id,)
-        )
-        for row in rows:
-            try:
-                return _job(row)
-            except ValueError as exc:
-                log.warning("cron job %s is unreadable and ignored: %s", job_id, exc)
+        row = await self.store.cron_get(job_id)
+        if row is None:
+            return None
+        try:
+            return _job(row)
+        except ValueError as exc:
+            log.warning("cron job %s is unreadable and ignored: %s", job_id, exc)
         return None
 
     async def all(self) -> list[CronJob]:
         """Every readable job, oldest first (an unreadable row is logged and skipped)."""
-        rows = await self.store.fetch_all(
-            f"SELECT {_COLUMNS} FROM cron_jobs ORDER BY created_at, id"
-        )
         jobs: list[CronJob] = []
-        for row in rows:
+        for row in await self.store.cron_all():
             try:
                 jobs.append(_job(row))
             except ValueError as exc:
                 log.warning(
                     "cron job %s is unreadable and ignored: %s; remove it with perch cron rm %s",
-                    row[0],
+                    row.id,
                     exc,
-                    row[0],
+                    row.id,
                 )
         return jobs
 
     async def count_enabled(self) -> int:
-        rows = await self.store.fetch_all("SELECT count(*) FROM cron_jobs WHERE enabled = 1")
-        return int(rows[0][0])
+        return await self.store.cron_count_enabled()
 
     async def remove(self, job_id: str) -> bool:
-        removed, _ = await self.store.execute_all(
-            [
-                ("DELETE FROM cron_jobs WHERE id = ?", (job_id,)),
-                ("DELETE FROM cron_runs WHERE job_id = ?", (job_id,)),
-            ]
-        )
-        return removed > 0
+        return await self.store.cron_remove(job_id)
 
     async def update(
         self,
@@ -177,45 +149,27 @@ class CronJobs:
     ) -> bool:
         """Set a job's state; fields left None keep their value. With `run`, the run is
         recorded in the same transaction. False if the job is gone."""
-        statements: list[tuple[str, tuple[Any, ...]]] = []
-        if run is not None:
-            statements.append(_record(run))
-        statements.append(
-            (
-                "UPDATE cron_jobs SET enabled = ?, next_run_at = ?, failures = ?, "
-                "last_run_at = COALESCE(?, last_run_at), "
-                "last_status = COALESCE(?, last_status), "
-                "last_error = COALESCE(?, last_error) WHERE id = ?",
-                (int(enabled), next_run_at, failures, last_run_at, last_status, last_error, job_id),
-            )
+        return await self.store.cron_update(
+            job_id,
+            enabled=enabled,
+            next_run_at=next_run_at,
+            failures=failures,
+            last_run_at=last_run_at,
+            last_status=last_status,
+            last_error=last_error,
+            run=run,
         )
-        counts = await self.store.execute_all(statements)
-        return counts[-1] > 0
 
     async def record_run(self, run: CronRun) -> None:
-        await self.store.execute(*_record(run))
+        await self.store.cron_record_run(run)
 
     async def runs(self, job_id: str, limit: int = 20) -> list[CronRun]:
         """The job's most recent runs, newest first."""
-        rows = await self.store.fetch_all(
-            "SELECT job_id, started_at, finished_at, status, detail FROM cron_runs "
-            "WHERE job_id = ? ORDER BY id DESC LIMIT ?",
-            (job_id, limit),
-        )
-        return [CronRun(r[0], r[1], r[2] or r[1], r[3], r[4]) for r in rows]
+        return await self.store.cron_runs(job_id, limit)
 
     async def data_version(self) -> int:
         """Changes when another connection (e.g. `perch cron add`) commits to the database."""
-        rows = await self.store.fetch_all("PRAGMA data_version")
-        return int(rows[0][0])
-
-
-def _record(run: CronRun) -> tuple[str, tuple[Any, ...]]:
-    return (
-        "INSERT INTO cron_runs (job_id, started_at, finished_at, status, detail) "
-        "VALUES (?, ?, ?, ?, ?)",
-        (run.job_id, run.started_at, run.finished_at, run.status, run.detail),
-    )
+        return await self.store.cron_changes()
 
 
 def check_deliver_to(text: str) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import gc
 import json
 import logging
@@ -24,7 +23,7 @@ import signal as signals
 import socket
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from agents.compaction import CompactionPolicy, Compactor
 from agents.loop import AgentLoop
@@ -40,11 +39,13 @@ from bot.config import Config
 from bot.control_server import ControlServer, start_control
 from bot.gateway import Gateway
 from bot.hardening import make_undumpable
+from bot.instances import InstanceBeacon
 from bot.message_targets import ChatMessenger
 from bot.owner import policies
 from bot.owner_notices import install_guards
 from bot.scheduler import Scheduler
-from bot.store import Store
+from bot.store import AlreadyRunning as StoreAlreadyRunning
+from bot.store import Store, open_store, redact_url
 from bot.subagent_host import LaneAnnouncer, build_subagents
 from bot.toolbelt import build_tools
 from bot.turns import TurnRunner
@@ -73,7 +74,7 @@ class Daemon:
         self.announcer: LaneAnnouncer | None = None
         self.scheduler: Scheduler | None = None
         self._stopped = False
-        self._lock: IO[bytes] | None = None
+        self.beacon: InstanceBeacon | None = None  # set once the instance lock is held
         self._opened: dict[str, Channel] = {}  # channels whose start() was called
         self._step = "starting"
         self.budget: Budget | None = None
@@ -95,10 +96,14 @@ class Daemon:
     async def _start(self) -> None:
         began = time.perf_counter()
         config = self.config
+        self._step = f"opening the store {redact_url(str(config.store_target))}"
+        self.store = await open_store(config.store_target)
         self._step = "taking the instance lock"
-        self._lock = hold_instance_lock(config.db_path)
-        self._step = f"opening the store {config.db_path}"
-        self.store = await Store.open(config.db_path)
+        try:
+            instance_id = await self.store.hold_instance()
+        except StoreAlreadyRunning as exc:
+            raise AlreadyRunning(str(exc)) from None
+        self.beacon = InstanceBeacon(self.store, self.status, instance_id)
         self._step = "building the daemon"
         copied = seed_workspace(config.workspace)
         if copied:
@@ -240,13 +245,14 @@ class Daemon:
         if self.client is not None:
             await self.client.aclose()
         if self.store is not None:
+            if self.beacon is not None:
+                await self.beacon.gone()
             try:
                 await asyncio.wait_for(self.store.close(), timeout=5)
             except Exception as exc:
                 log.warning("the store did not close cleanly: %s", exc)
-        if self._lock is not None:  # else the status file is another daemon's
+        if self.beacon is not None:  # else the status file is another daemon's
             status_path(self.config).unlink(missing_ok=True)
-            self._lock.close()  # releases the instance lock
         log.info("stopped")
 
     def status(self) -> dict[str, Any]:
@@ -268,6 +274,7 @@ class Daemon:
         """Write `status.json` next to the database (what `perch status` reads)."""
         path = status_path(self.config)
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)  # no SQLite file made it (PostgreSQL)
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.status(), indent=1))
             tmp.replace(path)
@@ -277,6 +284,8 @@ class Daemon:
     async def _write_status_forever(self) -> None:
         while True:
             self.write_status()
+            if self.beacon is not None:
+                await self.beacon.beat()
             await asyncio.sleep(5)
 
 
@@ -291,23 +300,6 @@ class AlreadyRunning(StartupError):
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 300 else text[:299] + "…"
-
-
-def hold_instance_lock(db_path: Path) -> IO[bytes]:
-    """Take the database's instance lock (held until the file is closed or the process
-    dies), so two daemons never answer the same chats from one store."""
-    path = db_path.with_name(db_path.name + ".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+b")  # noqa: SIM115 (held for the daemon's lifetime)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        raise AlreadyRunning(
-            f"another Perch is already running with {db_path}; stop it first "
-            "(perch status shows it)"
-        ) from None
-    return handle
 
 
 def status_path(config: Config) -> Path:

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 import httpx
 
 from bot.config import Config
-from bot.store import MIGRATIONS, Store
+from bot.store import open_store, redact_url
 from bot.workspace import bootstrap_dir
 from channels import registry
 from channels.options import ChannelOptions
@@ -109,33 +109,35 @@ async def _channel(
 
 
 async def _database(config: Config) -> Check:
-    path = config.db_path
+    """Open (and migrate) the store, check a write transaction and the schema version."""
+    where = config.store_target
+    if config.store.url:
+        shown = redact_url(config.store.url)
+        fix_open = "check store.url and that the PostgreSQL server runs and accepts you"
+        fix_write = "grant the store.url user write access (and use the primary server)"
+    else:
+        shown = str(where)
+        fix_open = f"make {config.db_path.parent} writable by the service user"
+        fix_write = f"make {where} writable by the service user"
     try:
-        store = await Store.open(path)
+        store = await open_store(where)
     except Exception as exc:
-        return Check(
-            False, "database", f"{path}: {exc}", f"make {path.parent} writable by the service user"
-        )
+        return Check(False, "database", f"{shown}: {exc}", fix_open)
     try:
         version = await store.schema_version()
-        await store.execute("UPDATE sessions SET updated_at = updated_at WHERE 0")
+        await store.check_writable()
     except Exception as exc:
-        return Check(
-            False,
-            "database",
-            f"{path}: not writable ({exc})",
-            f"make {path} writable by the service user",
-        )
+        return Check(False, "database", f"{shown}: not writable ({exc})", fix_write)
     finally:
         await store.close()
-    if version != len(MIGRATIONS):
+    if version != store.latest_schema:
         return Check(
             False,
             "database",
-            f"schema {version}, expected {len(MIGRATIONS)}",
+            f"schema {version}, expected {store.latest_schema}",
             "restart Perch to migrate",
         )
-    return Check(True, "database", f"{path} writable, schema {version}")
+    return Check(True, "database", f"{store.location} writable, schema {version}")
 
 
 def _workspace(config: Config) -> Check:

@@ -280,7 +280,7 @@ class Gateway:
         window = self.config.gateway.recovery_window
         now = time.time()
         rerun = 0
-        for row in await self.store.inbox_pending():
+        for row in await self.store.inbox_claim():
             inbound = inbound_from_payload(row.payload)
             if inbound is None:
                 await self._close([row.id], "failed")

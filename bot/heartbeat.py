@@ -144,11 +144,7 @@ def _owner(config: Config, channels: Mapping[str, Channel]) -> ChatRef:
 
 
 async def _last(store: Store, channels: Mapping[str, Channel]) -> ChatRef:
-    rows = await store.fetch_all(
-        "SELECT origin FROM sessions WHERE archived = 0 AND origin != '' "
-        "ORDER BY updated_at DESC LIMIT 50"
-    )
-    for (origin,) in rows:
+    for origin in await store.recent_origins(50):
         chat = decode_chat(origin)
         if chat is not None and chat.channel in channels:
             return chat
@@ -199,11 +195,7 @@ async def trim_history(store: Store, key: SessionKey, keep_runs: int) -> None:
     session = await store.find_session(str(key))
     if session is None:
         return
-    await store.execute(
-        "DELETE FROM messages WHERE session_id = ? AND run_id NOT IN (SELECT run_id FROM "
-        "messages WHERE session_id = ? GROUP BY run_id ORDER BY max(id) DESC LIMIT ?)",
-        (session.id, session.id, keep_runs),
-    )
+    await store.trim_runs(session.id, keep_runs)
 
 
 def _utc_now() -> datetime:

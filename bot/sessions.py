@@ -27,6 +27,9 @@ SessionKind = Literal["dm", "group", "sub", "cron", "heartbeat"]
 MAX_DEPTH = 32
 """Deepest sub-agent nesting a key may describe."""
 
+MAX_KEY_CHARS = 16_384
+"""Longest string `SessionKey.parse` reads; anything longer is refused before any parsing."""
+
 RESERVED_CHANNELS = frozenset({"sub", "cron", "heartbeat"})
 """Words in the channel position that mark another key form, so no channel may use them."""
 
@@ -257,20 +260,28 @@ class SessionKey:
         """Read a key written by `str(key)`; ValueError says what is wrong and where."""
         if not isinstance(s, str):
             raise TypeError(f"a session key must be a str, got {type(s).__name__}")
+        if len(s) > MAX_KEY_CHARS:
+            raise ValueError(
+                f"malformed session key {_shown(s)}: it is {len(s)} characters long, over the "
+                f"limit of {MAX_KEY_CHARS}; keys are written by Perch, so this one is not Perch's"
+            )
         fail = _Fail(s)
         tokens = fail.tokens
         layers: list[tuple[int, str, int, str]] = []  # (offset, agent, depth, spawn_id)
         pos = 0
         while True:
             fail.offset = pos
-            head = tokens[pos:]
+            head = tokens[pos : pos + 6]  # a bounded look: slicing the rest would be quadratic
             if head[0] != "agent":
                 raise fail(f"it must start with 'agent:'; expected {_FORMS}")
             if len(head) < 3:
                 raise fail(f"it ends before saying which kind of key it is; expected {_FORMS}")
             agent = _decode(head[1], "<agentId>", fail)
             if head[2] != "sub":
+                head = tokens[pos:]
                 break
+            if len(layers) >= MAX_DEPTH:
+                raise fail(f"the sub-agent nesting exceeds the limit of {MAX_DEPTH}")
             if len(head) < 6:
                 raise fail("a sub-agent key needs <depth>:<spawnId>:<parentKey> after 'sub'")
             if _DEPTH.fullmatch(head[3]) is None:

@@ -22,6 +22,13 @@ What a split guarantees, for any text and any `limit >= 1`:
   long for that is cut like prose. A fence that is never closed is closed at the end of the
   last chunk. A chunk never ends with a fence just opened and still empty, nor starts with a
   reopened fence whose only content is its closing line, unless nothing else fits;
+- a cut inside a line never leaves a piece that would render differently on its own line:
+  outside a fence no piece may read as a fence opener (`a ~~~ b` is not cut before `~~~`),
+  inside one no piece may read as its closer; when nothing else fits (a cut inside a fence's
+  opening or closing line), the chunk is closed and the next reopened as the pieces render;
+- splitting is linear in the text's length (the fence index is built by regex scans, every
+  question about a piece is memoised, and at most 64 break points of each kind are tried
+  before a hard cut), so a megabyte of any text splits in well under a second;
 - content is kept in order: with `split_markdown_chunks`, each `MarkdownChunk.body` is an
   exact slice of the input, and the input is the concatenation
   `gap_0 + body_0 + gap_1 + body_1 + ... + body_k + gap_k+1` where every gap is whitespace
@@ -32,61 +39,25 @@ What a split guarantees, for any text and any `limit >= 1`:
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from channels.fences import Fence, FenceIndex, FenceSpan, parse_fence
+
 __all__ = ["Fence", "MarkdownChunk", "parse_fence", "split_markdown", "split_markdown_chunks"]
 
-_FENCE_OPEN = re.compile(r"(?P<indent>[ \t]*)(?P<marker>`{3,}|~{3,})(?P<info>[^\n]*)")
 _NON_SPACE = re.compile(r"\S")
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n")
 _LINE_BREAK = re.compile(r"\n")
 _SENTENCE_END = re.compile(r"[.!?…](?=\s)|[。！？]")
 _WORD_BREAK = re.compile(r"[ \t]+")
 _CLUSTER_CONTINUERS = frozenset("\u200d\ufe0e\ufe0f\u20e3")
-
-
-@dataclass(frozen=True, slots=True)
-class Fence:
-    """An opening code fence line: `` ```python `` or `~~~~`, possibly indented."""
-
-    indent: str
-    char: str
-    length: int
-    info: str
-
-    @property
-    def language(self) -> str:
-        """The first word of the info string (`"python"` for `` ```python title="x" ``)."""
-        return self.info.split()[0] if self.info.split() else ""
-
-    @property
-    def marker(self) -> str:
-        return self.char * self.length
-
-    def closes(self, line: str) -> bool:
-        """True when `line` closes this fence: only this character, at least as many."""
-        stripped = line.strip()
-        return len(stripped) >= self.length and stripped == self.char * len(stripped)
-
-
-def parse_fence(line: str) -> Fence | None:
-    """The fence `line` opens (CommonMark rules, any indentation), or None.
-
-    A backtick fence's info string may not contain a backtick, so inline code such as
-    ```` ```a``` ```` at the start of a line is not a fence.
-    """
-    match = _FENCE_OPEN.fullmatch(line.rstrip("\r"))
-    if match is None:
-        return None
-    marker = match["marker"]
-    info = match["info"]
-    if marker[0] == "`" and "`" in info:
-        return None
-    return Fence(match["indent"], marker[0], len(marker), info.strip())
+# Break points tried per kind before a hard cut: ordinary text fits at the first or second;
+# only text built to defeat every break (e.g. " ~~~" repeated) gets this far.
+_MAX_TRIES = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,89 +117,19 @@ def split_markdown_chunks(text: str, limit: int = 4000) -> list[MarkdownChunk]:
     return _Splitter(text, limit).run()
 
 
-@dataclass(slots=True)
-class _FenceSpan:
-    """Where one fence sits in the text, and how it is repaired at a cut (None: it isn't)."""
-
-    fence: Fence
-    open_start: int
-    open_end: int
-    close_start: int | None = None
-    close_end: int | None = None
-    reopen: str | None = None
-    close: str | None = None
+def _open_after(chunk: str) -> Fence | None:
+    """The fence a chunk leaves open when rendered on its own (None: all closed)."""
+    fence: Fence | None = None
+    for line in chunk.split("\n"):
+        if fence is None:
+            fence = parse_fence(line)
+        elif fence.closes(line):
+            fence = None
+    return fence
 
 
-@dataclass(slots=True)
-class _Line:
-    start: int
-    end: int  # index of the line's "\n", or len(text)
-    before: _FenceSpan | None  # fence open when the line starts
-    after: _FenceSpan | None  # fence open once the line is read
-
-
-class _Splitter:
-    """One split of one text: line/fence index, then greedy chunking from the front."""
-
-    def __init__(self, text: str, limit: int) -> None:
-        self.text = text
-        self.limit = limit
-        self.lines = self._index_lines()
-        self.starts = [line.start for line in self.lines]
-
-    # -- index --
-
-    def _index_lines(self) -> list[_Line]:
-        text = self.text
-        lines: list[_Line] = []
-        current: _FenceSpan | None = None
-        start = 0
-        while True:
-            end = text.find("\n", start)
-            if end < 0:
-                end = len(text)
-            raw = text[start:end]
-            before = current
-            if current is None:
-                fence = parse_fence(raw)
-                if fence is not None:
-                    current = _FenceSpan(fence, start, end)
-                    self._plan_repair(current, raw)
-            elif current.fence.closes(raw):
-                current.close_start = start
-                current.close_end = start + len(raw.rstrip())
-                current = None
-            lines.append(_Line(start, end, before, current))
-            if end >= len(text):
-                return lines
-            start = end + 1
-
-    def _plan_repair(self, span: _FenceSpan, opening_line: str) -> None:
-        room = self.limit // 2
-        fence = span.fence
-        reopen = opening_line.rstrip()
-        close = fence.indent + fence.marker
-        if len(reopen) + len(close) + 2 <= room:
-            span.reopen, span.close = reopen, close
-        elif 2 * fence.length + 2 <= room:
-            span.reopen, span.close = fence.marker, fence.marker
-
-    def _line_at(self, offset: int) -> _Line:
-        return self.lines[bisect_right(self.starts, offset) - 1]
-
-    def _fence_at(self, offset: int) -> _FenceSpan | None:
-        """The fence open once `text[:offset]` is read (repairable or not)."""
-        line = self._line_at(offset)
-        return line.before if offset == line.start else line.after
-
-    def _repairable_fence_at(self, offset: int) -> _FenceSpan | None:
-        span = self._fence_at(offset)
-        return span if span is not None and span.reopen is not None else None
-
-    def _blank(self, start: int, end: int) -> bool:
-        return start >= end or _NON_SPACE.search(self.text, start, end) is None
-
-    # -- chunking --
+class _Splitter(FenceIndex):
+    """One split of one text: greedy chunking from the front over its `FenceIndex`."""
 
     def run(self) -> list[MarkdownChunk]:
         chunks: list[MarkdownChunk] = []
@@ -255,13 +156,15 @@ class _Splitter:
 
     def _next_chunk(self, position: int) -> tuple[MarkdownChunk, int]:
         text = self.text
-        span = self._repairable_fence_at(position)
-        reopen = span.reopen if span is not None and span.reopen is not None else ""
+        self._failed.clear()
+        self._rendered_checks = 0
+        self._start_unchecked = not self._last_strict
+        reopen = self._reopen_for(position)
         budget = self.limit - (len(reopen) + 1 if reopen else 0)
-        match = _NON_SPACE.search(text, position)
-        first = match.start() if match is not None else len(text)
+        first = self._non_space_from(position)
         if first - position >= budget // 2:
             position = first  # absurd indentation: drop it rather than fill a chunk with it
+        self._chunk_start = position
         whole = self._fit(position, len(text), first, reopen, strict=True)
         if whole is not None:
             return whole
@@ -293,13 +196,14 @@ class _Splitter:
             kinds.append(found)
         half = position + budget // 2
         for found in kinds:
-            for cut in reversed(found):
+            for cut in itertools.islice(reversed(found), _MAX_TRIES):
                 if cut < half:
                     break
                 fitted = self._fit(position, cut, first, reopen, strict=True)
                 if fitted is not None:
                     return fitted
-        for cut in sorted({cut for found in kinds for cut in found}, reverse=True):
+        every = sorted({cut for found in kinds for cut in found}, reverse=True)
+        for cut in every[:_MAX_TRIES]:
             fitted = self._fit(position, cut, first, reopen, strict=True)
             if fitted is not None:
                 return fitted
@@ -308,14 +212,23 @@ class _Splitter:
     def _hard_cut(
         self, position: int, first: int, window_end: int, reopen: str
     ) -> tuple[MarkdownChunk, int]:
-        for strict, whole_clusters in ((True, True), (True, False), (False, False)):
+        line = self._line_at(first)
+        # Inside one fence opening or closing line no strict cut exists: go straight to the
+        # last resort instead of trying every offset twice.
+        strict_possible = line.before is line.after or window_end > line.end
+        tiers = ((True, True), (True, False)) if strict_possible else ()
+        for strict, whole_clusters in (*tiers, (False, False)):
+            self._skip_to = window_end
             for cut in range(window_end, first, -1):
+                if cut > self._skip_to or self.text[cut - 1].isspace():
+                    continue  # too long once closed, or the same chunk as a cut before it
                 if whole_clusters and self._splits_cluster(cut):
                     continue
                 fitted = self._fit(position, cut, first, reopen, strict=strict)
                 if fitted is not None:
                     return fitted
         # Unreachable for limit >= 1 (one character always fits); kept as a safe floor.
+        self._last_strict = False
         return MarkdownChunk("", self.text[first : first + 1], ""), first + 1
 
     def _splits_cluster(self, cut: int) -> bool:
@@ -339,12 +252,18 @@ class _Splitter:
         Strict mode also refuses the ugly cuts: an empty fence at either end of the chunk,
         and a cut inside a line that leaves a piece looking like a fence line.
         """
-        text = self.text
-        end = cut
-        while end > position and text[end - 1].isspace():
-            end -= 1
-        if end <= first:
+        end = self._strip_end(cut, position)
+        if end <= first or end - position > self.limit or (end, strict) in self._failed:
             return None
+        fitted = self._fit_stripped(position, end, reopen, strict=strict)
+        if fitted is None:
+            self._failed.add((end, strict))
+        return fitted
+
+    def _fit_stripped(
+        self, position: int, end: int, reopen: str, *, strict: bool
+    ) -> tuple[MarkdownChunk, int] | None:
+        text = self.text
         span = self._repairable_fence_at(end)
         if strict:
             end = self._take_real_close(end)
@@ -353,13 +272,77 @@ class _Splitter:
                 return None  # would end with a fence opened and still empty
             if not self._clean_inner_cut(end):
                 return None
-        close = span.close if span is not None and span.close is not None else ""
+        elif self._tail_closes_reopened_fence(end):
+            return None
+        close = self._close_for(end, span)
         size = (
             (len(reopen) + 1 if reopen else 0) + (end - position) + (len(close) + 1 if close else 0)
         )
         if size > self.limit:
             return None
+        if not strict or self._start_unchecked:
+            # A last-resort cut, or a chunk starting right after one: judge the chunk as it
+            # renders and close what it leaves open.
+            if self._rendered_checks >= _MAX_TRIES:
+                return None
+            self._rendered_checks += 1
+            body = text[position:end]
+            still_open = _open_after(f"{reopen}\n{body}" if reopen else body)
+            close = still_open.char * still_open.length if still_open is not None else ""
+            over = len(reopen) + len(body) + len(close) + bool(reopen) + bool(close) - self.limit
+            if over > 0:
+                # The body must shrink; by at least half the excess, as a piece's own close
+                # shrinks with it at most one for one.
+                self._skip_to = end - max(1, over // 2)
+                return None
+        self._last_strict = strict
         return MarkdownChunk(reopen, text[position:end], close), end
+
+    def _close_for(self, end: int, span: FenceSpan | None) -> str:
+        """The line that closes what the chunk ending at `end` leaves open, as rendered.
+
+        A cut inside a fence's opening line closes what the piece opened (nothing when the
+        cut splits the marker); inside its closing line, the fence unless the piece closes it.
+        """
+        line = self._line_at(end)
+        if line.before is line.after or self._blank(end, line.end) or line.start >= end:
+            return span.close if span is not None and span.close is not None else ""
+        head_start = max(line.start, self._chunk_start)
+        if line.after is not None:  # inside an opening line
+            if head_start > line.start:  # the chunk reopened this fence already
+                return line.after.close or ""
+            marker = self._marker(head_start)
+            if marker is None or not self._opens_fence(head_start, end):
+                return ""
+            return self.text[marker[0]] * (min(marker[1], end) - marker[0])
+        closing = line.before
+        assert closing is not None
+        inside = closing.reopen is not None or closing.open_start >= self._chunk_start
+        if not inside or self._breaks_out(head_start, end, closing):
+            return ""
+        return closing.close or ""
+
+    def _tail_closes_reopened_fence(self, end: int) -> bool:
+        """True for a cut inside an opening line whose rest would close the fence reopened
+        before it (`~~~ info ~~~` cut before the last `~~~`)."""
+        line = self._line_at(end)
+        opened = line.after
+        if opened is None or line.before is not None or opened.reopen is None:
+            return False
+        tail_start = self._non_space_from(end)
+        return tail_start < line.end and self._breaks_out(tail_start, line.end, opened)
+
+    def _reopen_for(self, position: int) -> str:
+        """The fence line that starts a chunk at `position`, so it renders as the text does."""
+        line = self._line_at(position)
+        if position > line.start and line.before is not None and line.after is None:
+            # Inside a closing line: reopen only if the rest of it does the closing.
+            closing = line.before
+            if closing.reopen is not None and self._breaks_out(position, line.end, closing):
+                return closing.reopen
+            return ""
+        span = self._repairable_fence_at(position)
+        return span.reopen if span is not None and span.reopen is not None else ""
 
     def _take_real_close(self, end: int) -> int:
         """Past the fence's own closing line when only whitespace is left before it."""
@@ -376,7 +359,13 @@ class _Splitter:
             return True
         if line.before is not line.after:
             return False  # inside a fence's own opening or closing line
-        head = self.text[line.start : end]
-        tail_start = self._skip_gap(end)
-        tail = self.text[tail_start : line.end] if tail_start < line.end else ""
-        return parse_fence(head) is None and parse_fence(tail.lstrip()) is None
+        span = line.before  # a line inside a fence is its content: pieces must not close it
+        head_inside = span is not None and (
+            span.reopen is not None or span.open_start >= self._chunk_start
+        )
+        tail_inside = span is not None and span.reopen is not None
+        head_start = max(line.start, self._chunk_start)
+        tail_start = min(self._non_space_from(end), line.end)
+        return not self._breaks_out(head_start, end, span if head_inside else None) and not (
+            self._breaks_out(tail_start, line.end, span if tail_inside else None)
+        )

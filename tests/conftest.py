@@ -9,3 +9,6 @@ for _var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_prox
 os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 os.environ["no_proxy"] = "127.0.0.1,localhost"
 os.environ["PTB_TIMEDELTA"] = "1"
+
+# The store backends (SQLite, and a throwaway PostgreSQL server for the session).
+from tests.store_backends import backend, postgres_server  # noqa: E402, F401

@@ -14,7 +14,7 @@ from bot.budget import Budget, BudgetConfig
 from bot.cli import main
 from bot.config import Config
 from bot.scheduler import Scheduler
-from bot.store import Store
+from bot.store import open_store
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon
@@ -81,7 +81,7 @@ async def test_budget_warns_once_then_pauses_everything_until_lifted(
 
 
 async def test_only_the_owner_may_lift_and_off_means_off(tmp_path: Path) -> None:
-    store = await Store.open(tmp_path / "perch.db")
+    store = await open_store(tmp_path / "perch.db")
     try:
         budget = Budget(BudgetConfig(daily_usd=1.0), store)
         assert await budget.command("lift", is_owner=False) == "Only the owner can lift the budget."
@@ -94,7 +94,7 @@ async def test_only_the_owner_may_lift_and_off_means_off(tmp_path: Path) -> None
 
 
 async def test_cron_tool_refuses_sub_minute_intervals_unless_allow_fast(tmp_path: Path) -> None:
-    store = await Store.open(tmp_path / "perch.db")
+    store = await open_store(tmp_path / "perch.db")
     try:
         tool = CronTool(Scheduler(Config(), store))
         ctx = ToolContext(workspace=tmp_path, session_key="agent:main:heartbeat")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from bot.config import (
     EXIT_CONFIG,
     ConfigError,
+    HeartbeatTarget,
     interpolate,
     load_config,
     parse_duration,
@@ -215,3 +217,94 @@ def test_perch_run_without_api_key_exits_78(tmp_path: Path) -> None:
     )
     assert proc.returncode == EXIT_CONFIG
     assert "ANTHROPIC_API_KEY" in proc.stderr
+
+
+def _perch_run(path: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", "run", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=cwd,
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"agent:\n  model: caf\xe9\n", "not UTF-8 text (byte 0xe9 on line 2)"),
+        (b"\xff\xfea\x00:\x00", "not UTF-8 text (byte 0xff on line 1)"),
+        (b"agent: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested more than 32 levels deep"),
+        (
+            "".join(f"{'  ' * depth}k{depth}:\n" for depth in range(3000)).encode(),
+            "nested more than 32 levels deep",
+        ),
+        (b"agent: " + b"{a: " * 40 + b"1" + b"}" * 40 + b"\n", "nested more than 32 levels deep"),
+    ],
+)
+def test_unreadable_or_absurdly_nested_file_exits_78_with_one_line(
+    tmp_path: Path, content: bytes, expected: str
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_config(path, ENV)
+    proc = _perch_run(path, tmp_path)
+    assert proc.returncode == EXIT_CONFIG
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr[-2000:]
+    assert expected in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "agent: {exec: {timeout_s: 900, max_timeout_s: 600}}\n",
+            "agent.exec: timeout_s (900) is above max_timeout_s (600); lower timeout_s or "
+            "raise max_timeout_s",
+        ),
+        (
+            "heartbeat: {target: ownr}\n",
+            "heartbeat.target: must be owner, last, none, or {channel: <channel>, "
+            "to: <chat id>}, got 'ownr'",
+        ),
+        ("heartbeat: {target: 5}\n", "heartbeat.target: must be owner, last, none"),
+        ("heartbeat: {target: {channel: telegram}}\n", "the target mapping lacks to"),
+        ("heartbeat: {target: {channel: x, to: y, via: z}}\n", "the target mapping has via"),
+    ],
+)
+def test_cross_field_and_union_errors_read_in_the_users_terms(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text), ENV)
+    message = str(err.value)
+    assert expected in message
+    assert "\n" not in message
+    assert "literal[" not in message and "HeartbeatTarget" not in message
+    assert message.count("; heartbeat.target") == 0  # one error per key, not one per member
+
+
+def test_heartbeat_target_mapping_with_a_numeric_chat_id_is_accepted(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "heartbeat: {target: {channel: telegram, to: 42}}\n"), ENV)
+    assert config.heartbeat.target == HeartbeatTarget(channel="telegram", to="42")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "agent: {timezone: Mars/Base}\n",
+        "heartbeat: {active_hours: '9-5'}\n",
+        "heartbeat: {target: ownr}\n",
+        "agent: {max_iterations: lots}\n",
+    ],
+)
+def test_error_lines_quote_the_bad_value_once(tmp_path: Path, text: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text), ENV)
+    message = str(err.value)
+    for value in ("Mars/Base", "9-5", "ownr", "lots"):
+        assert message.count(value) <= 1, message

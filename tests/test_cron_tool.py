@@ -14,7 +14,7 @@ from bot.config import Config
 from bot.cron_jobs import CronJobs
 from bot.routing import decode_chat, encode_chat
 from bot.scheduler import Scheduler
-from bot.store import Store
+from bot.store import Store, open_store
 from channels.base import ChatRef
 
 CHAT = ChatRef("telegram", "bot", "dm", "u1")
@@ -23,7 +23,7 @@ NOW = 1_740_000_000.0  # 2025-02-19 21:20 UTC
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = await Store.open(tmp_path / "perch.db")
+    s = await open_store(tmp_path / "perch.db")
     yield s
     await s.close()
 

@@ -12,7 +12,7 @@ import pytest
 
 from bot.gateway import DROPPED_NOTICE, inbound_to_payload
 from bot.sessions import SessionKey
-from bot.store import Store
+from bot.store import Store, open_store
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon
@@ -270,14 +270,16 @@ async def test_unfinished_inbox_rows_are_rerun_or_answered_with_a_notice(
     fresh = chan.inbound("are you there?", chat_id="u1", message_id="7")
     stale = chan.inbound("old news", chat_id="u2", message_id="8")
     (tmp_path / "data").mkdir()
-    store = await Store.open(tmp_path / "data" / "perch.db")
-    for inbound in (fresh, stale):
+    store = await open_store(tmp_path / "data" / "perch.db")
+    for inbound, received_at in ((fresh, time.time()), (stale, time.time() - 3600)):
         await store.inbox_add(
-            "telegram", "bot", inbound.chat.chat_id, inbound.message_id, inbound_to_payload(inbound)
+            "telegram",
+            "bot",
+            inbound.chat.chat_id,
+            inbound.message_id,
+            inbound_to_payload(inbound),
+            received_at=received_at,
         )
-    await store.execute(
-        "UPDATE inbox SET received_at = ? WHERE message_id = '8'", (time.time() - 3600,)
-    )
     await store.close()
     async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS) as daemon:
         await chan.wait_sent(2)
@@ -364,7 +366,7 @@ def test_pairing_cli_lists_and_approves(tmp_path: Path, capsys: pytest.CaptureFi
         from bot.access import new_pairing_code
         from bot.store import PairingRequest
 
-        store = await Store.open(config.db_path)
+        store = await open_store(config.db_path)
         code = new_pairing_code()
         now = time.time()
         await store.pairing_add(PairingRequest("telegram", code, "777", "Eve", now, now + 3600))

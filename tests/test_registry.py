@@ -3,6 +3,7 @@ config loads, and a daemon whose start-up fails closing everything it had opened
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import subprocess
@@ -16,7 +17,7 @@ import yaml
 
 from bot.cli import main
 from bot.config import EXIT_CONFIG, ConfigError, load_config
-from bot.daemon import AlreadyRunning, Daemon, StartupError, hold_instance_lock, status_path
+from bot.daemon import AlreadyRunning, Daemon, StartupError, status_path
 from channels import registry
 from channels.plugin import ChannelContext
 from tests.fakes.anthropic import FakeAnthropic
@@ -147,8 +148,9 @@ def _database_threads() -> int:
 
 
 def _lock_is_free(db_path: Path) -> bool:
-    handle = hold_instance_lock(db_path)
-    handle.close()
+    """The SQLite store's instance lock (`<db>.lock`, see bot/store_sqlite.py) is not held."""
+    with open(db_path.with_name(db_path.name + ".lock"), "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if a daemon holds it
     return True
 
 

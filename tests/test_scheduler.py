@@ -23,7 +23,7 @@ from bot.daemon import Daemon
 from bot.routing import encode_chat
 from bot.scheduler import Scheduler
 from bot.sessions import SessionKey
-from bot.store import Store
+from bot.store import open_store
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import make_config, running_daemon
@@ -68,7 +68,7 @@ async def runs(daemon: Daemon, job_id: str) -> list[CronRun]:
 
 async def seed(tmp_path: Path, *requests: tuple[CronRequest, float]) -> list[str]:
     """Write jobs into the daemon's database before it starts, each created at a given time."""
-    store = await Store.open(tmp_path / "data" / "perch.db")
+    store = await open_store(tmp_path / "data" / "perch.db")
     try:
         jobs = CronJobs(store)
         return [
@@ -380,7 +380,7 @@ async def test_running_daemon_notices_jobs_written_by_another_process(
 ) -> None:
     async with running_daemon(tmp_path, fake, {"telegram": MemoryChannel("telegram")}, OWNER) as d:
         scheduler = scheduler_of(d)
-        other = await Store.open(d.config.db_path)  # another writer, as a second process is
+        other = await open_store(d.config.db_path)  # another writer, as a second process is
         try:
             request = CronRequest("at", "+1h", "Later.", deliver_to="owner")
             job_ = await create_job(CronJobs(other), request, default_tz="UTC", now=time.time())

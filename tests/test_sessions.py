@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.sessions import MAX_DEPTH, RESERVED_CHANNELS, SessionKey
+from bot.sessions import MAX_DEPTH, MAX_KEY_CHARS, RESERVED_CHANNELS, SessionKey
 from channels.base import ChatRef
 
 SIGNAL_GROUP = "aB/c+d=:e%f=="  # base64 with '/', '+', '=' plus ':' and '%' thrown in
@@ -394,3 +394,26 @@ def test_any_text_either_parses_to_its_own_canonical_form_or_is_a_value_error(
         assert str(error).startswith("malformed session key ")
     else:
         assert str(key) == text
+
+
+def test_an_oversized_key_is_refused_before_parsing_with_its_length() -> None:
+    text = "agent:main:sub:1:x:" * 60_000 + "agent:main:heartbeat"  # over 1 MB
+    with pytest.raises(ValueError, match=f"over the limit of {MAX_KEY_CHARS}") as raised:
+        SessionKey.parse(text)
+    assert str(raised.value).startswith("malformed session key ")
+    assert len(str(raised.value)) < 1_000
+
+
+def test_a_key_at_the_size_limit_is_still_read() -> None:
+    key = SessionKey.dm("main", "telegram", "default", "p" * 16_000)
+    assert len(str(key)) <= MAX_KEY_CHARS
+    assert SessionKey.parse(str(key)) == key
+
+
+@pytest.mark.parametrize("layers", [MAX_DEPTH + 1, 800])
+def test_a_key_nesting_deeper_than_the_limit_is_refused_whatever_its_depth_numbers_say(
+    layers: int,
+) -> None:
+    text = "agent:main:sub:1:x:" * layers + "agent:main:heartbeat"
+    with pytest.raises(ValueError, match=f"exceeds the limit of {MAX_DEPTH}"):
+        SessionKey.parse(text)

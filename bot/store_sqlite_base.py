@@ -1,0 +1,160 @@
+"""SQLite schema (`PRAGMA user_version` migrations) and the connection every SQLite part shares.
+
+`SQLiteBase` holds the one aiosqlite connection (WAL mode, autocommit) and `_transaction()`:
+an asyncio lock plus BEGIN IMMEDIATE/COMMIT, so a multi-statement write lands whole and
+concurrent writers never interleave. `MIGRATIONS[i]` takes the schema from version i to i+1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiosqlite
+
+MIGRATIONS: list[str] = [
+    # 1: the foundation
+    """
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        key TEXT NOT NULL,
+        archived INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        summary TEXT NOT NULL DEFAULT '',
+        compactions INTEGER NOT NULL DEFAULT 0,
+        model TEXT NOT NULL DEFAULT '',
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL NOT NULL DEFAULT 0,
+        context_tokens INTEGER NOT NULL DEFAULT 0,
+        origin TEXT NOT NULL DEFAULT ''
+    );
+    CREATE UNIQUE INDEX sessions_active_key ON sessions(key) WHERE archived = 0;
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        content TEXT NOT NULL,
+        run_id TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX messages_by_session ON messages(session_id, id);
+    CREATE TABLE inbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        channel TEXT NOT NULL,
+        account TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        session_key TEXT NOT NULL DEFAULT '',
+        payload TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending',
+        received_at REAL NOT NULL,
+        done_at REAL,
+        UNIQUE (channel, account, chat_id, message_id)
+    );
+    CREATE INDEX inbox_pending ON inbox(status) WHERE status = 'pending';
+    CREATE TABLE usage (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_key TEXT NOT NULL,
+        run_id TEXT NOT NULL DEFAULT '',
+        model TEXT NOT NULL DEFAULT '',
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX usage_by_time ON usage(created_at);
+    CREATE TABLE pairing (
+        channel TEXT NOT NULL,
+        code TEXT NOT NULL,
+        sender_id TEXT NOT NULL,
+        sender_name TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        PRIMARY KEY (channel, code)
+    );
+    CREATE TABLE approved_senders (
+        channel TEXT NOT NULL,
+        sender_id TEXT NOT NULL,
+        approved_at REAL NOT NULL,
+        PRIMARY KEY (channel, sender_id)
+    );
+    """,
+    # 2: scheduler
+    """
+    CREATE TABLE cron_jobs (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL DEFAULT '',
+        schedule_kind TEXT NOT NULL CHECK (schedule_kind IN ('at', 'every', 'cron')),
+        schedule TEXT NOT NULL,
+        tz TEXT NOT NULL DEFAULT 'UTC',
+        message TEXT NOT NULL,
+        session_mode TEXT NOT NULL DEFAULT 'isolated',
+        session_key TEXT NOT NULL DEFAULT '',
+        deliver_to TEXT NOT NULL DEFAULT '',
+        enabled INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL,
+        created_by TEXT NOT NULL DEFAULT '',
+        next_run_at REAL,
+        last_run_at REAL,
+        last_status TEXT NOT NULL DEFAULT '',
+        last_error TEXT NOT NULL DEFAULT '',
+        failures INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE cron_runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id TEXT NOT NULL,
+        started_at REAL NOT NULL,
+        finished_at REAL,
+        status TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX cron_runs_by_job ON cron_runs(job_id, id);
+    """,
+    # 3: running daemons (for perch status) and who works on an inbox row, until when
+    """
+    ALTER TABLE inbox ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE inbox ADD COLUMN lease_until REAL NOT NULL DEFAULT 0;
+    CREATE TABLE instances (
+        id TEXT PRIMARY KEY,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        started_at REAL NOT NULL,
+        seen_at REAL NOT NULL,
+        detail TEXT NOT NULL DEFAULT '{}'
+    );
+    """,
+]
+
+
+class SQLiteBase:
+    """The shared connection; the store's parts (sessions, queues) build on it."""
+
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+        self._db = db
+        self.path = path
+        self._lock = asyncio.Lock()
+        self.holder = ""  # this daemon's instance id once `hold_instance()` succeeded
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock:
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                await self._db.execute("ROLLBACK")
+                raise
+            else:
+                await self._db.execute("COMMIT")
+
+
+def statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]

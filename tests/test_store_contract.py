@@ -1,0 +1,675 @@
+"""The `Store` contract: every backend behind `bot.store.Store` must pass this file unchanged.
+
+Written against the protocol only (`open_store` + its methods); the `backend` fixture
+(tests/store_backends.py) gives each test a fresh, empty store of each kind: an SQLite file,
+and a database on a throwaway PostgreSQL server when the machine has its binaries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agents.model import Message, Usage
+from bot.store import (
+    COPY_COLUMNS,
+    INBOX_LEASE,
+    AlreadyRunning,
+    CronJobRow,
+    CronRun,
+    InstanceRow,
+    PairingRequest,
+    Store,
+)
+from tests.store_backends import Backend
+
+
+@pytest.fixture
+async def store(backend: Backend) -> AsyncIterator[Store]:
+    s = await backend.open()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def user(text: str) -> Message:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def assistant(text: str) -> Message:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+
+USAGE = Usage(input_tokens=10, output_tokens=5, cache_read_tokens=2, cache_write_tokens=1)
+
+
+# -- schema ------------------------------------------------------------------------------
+
+
+async def test_a_new_store_is_migrated_and_writable(store: Store) -> None:
+    assert await store.schema_version() == store.latest_schema >= 1
+    await store.check_writable()
+    assert store.location
+
+
+async def test_data_survives_closing_and_reopening(backend: Backend) -> None:
+    first = await backend.open()
+    session = await first.session("agent:main:k")
+    await first.save_run(session.id, session.key, [user("kept")], usage=USAGE)
+    await first.close()
+    second = await backend.open()
+    try:
+        assert await second.schema_version() == second.latest_schema
+        again = await second.session("agent:main:k")
+        assert again.id == session.id
+        assert await second.messages(again.id) == [user("kept")]
+    finally:
+        await second.close()
+
+
+# -- sessions and history ----------------------------------------------------------------
+
+
+async def test_a_session_is_created_on_first_use_and_found_afterwards(store: Store) -> None:
+    assert await store.find_session("agent:main:a") is None
+    created = await store.session("agent:main:a")
+    assert created.key == "agent:main:a"
+    assert (created.summary, created.compactions, created.input_tokens, created.origin) == (
+        "",
+        0,
+        0,
+        "",
+    )
+    assert (await store.session("agent:main:a")).id == created.id
+    found = await store.find_session("agent:main:a")
+    assert found is not None and found.id == created.id
+
+
+async def test_concurrent_first_use_makes_one_session(store: Store) -> None:
+    rows = await asyncio.gather(*(store.session("agent:main:race") for _ in range(8)))
+    assert len({r.id for r in rows}) == 1
+
+
+async def test_messages_round_trip_in_order_with_their_blocks(store: Store) -> None:
+    session = await store.session("agent:main:m")
+    tool_turn: list[Message] = [
+        user("héllo ✓ 🦜"),
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "let me look"},
+                {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "a b"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "x", "is_error": False}
+            ],
+        },
+        assistant("done"),
+    ]
+    await store.save_run(session.id, session.key, tool_turn, usage=USAGE, run_id="r1")
+    assert await store.messages(session.id) == tool_turn
+    with_ids = await store.messages_with_ids(session.id)
+    assert [m for _, m in with_ids] == tool_turn
+    ids = [i for i, _ in with_ids]
+    assert ids == sorted(ids) and len(set(ids)) == 4
+    assert await store.count_messages(session.id) == 4
+
+
+async def test_save_run_adds_totals_and_one_ledger_row(store: Store) -> None:
+    session = await store.session("agent:main:u")
+    before = time.time() - 1
+    await store.save_run(
+        session.id,
+        session.key,
+        [user("q"), assistant("a")],
+        usage=Usage(10, 5, 2, 1, 0.25),
+        run_id="r1",
+        model="m1",
+        context_tokens=123,
+        origin='{"c":1}',
+    )
+    await store.save_run(
+        session.id, session.key, [user("q2")], usage=Usage(1, 1, 0, 0, 0.5), run_id="r2"
+    )
+    row = await store.session(session.key)
+    assert (row.input_tokens, row.output_tokens, row.cache_read_tokens) == (11, 6, 2)
+    assert row.cache_write_tokens == 1
+    assert row.cost_usd == pytest.approx(0.75)
+    assert row.model == "m1"  # an empty model keeps the last one
+    assert row.context_tokens == 123  # None keeps the value
+    assert row.origin == '{"c":1}'
+    assert row.updated_at >= row.created_at
+    total = await store.usage_since(before)
+    assert (total.input_tokens, total.output_tokens, total.cost_usd) == (11, 6, pytest.approx(0.75))
+    assert (await store.usage_since(time.time() + 60)).input_tokens == 0
+
+
+async def test_a_run_without_usage_writes_no_ledger_row(store: Store) -> None:
+    session = await store.session("agent:main:free")
+    before = time.time() - 1
+    await store.save_run(session.id, session.key, [user("q")], usage=Usage())
+    assert await store.usage_since(before) == Usage()
+    assert await store.count_messages(session.id) == 1
+
+
+async def test_a_run_that_fails_to_save_leaves_nothing_behind(store: Store) -> None:
+    session = await store.session("agent:main:atomic")
+    await store.save_run(session.id, session.key, [user("first")], usage=USAGE, run_id="r1")
+    bad: Message = {"role": "system", "content": [{"type": "text", "text": "not a role"}]}
+    before = time.time() - 1
+    with pytest.raises(Exception):  # noqa: B017 (each backend raises its own error type)
+        await store.save_run(
+            session.id, session.key, [user("second"), bad], usage=USAGE, run_id="r2"
+        )
+    assert await store.messages(session.id) == [user("first")]
+    assert (await store.session(session.key)).input_tokens == USAGE.input_tokens
+    assert (await store.usage_since(before)).input_tokens == USAGE.input_tokens
+    # the store still works after the failed transaction
+    await store.save_run(session.id, session.key, [user("third")], usage=Usage(), run_id="r3")
+    assert await store.count_messages(session.id) == 2
+
+
+async def test_concurrent_runs_never_interleave(store: Store) -> None:
+    session = await store.session("agent:main:group")
+
+    async def run(n: int) -> None:
+        msgs = [user(f"{n}-q"), assistant(f"{n}-a"), user(f"{n}-r")]
+        await store.save_run(session.id, session.key, msgs, usage=Usage(1), run_id=f"r{n}")
+
+    await asyncio.gather(*(run(n) for n in range(12)))
+    texts = [m["content"][0]["text"] for m in await store.messages(session.id)]
+    assert len(texts) == 36
+    for start in range(0, 36, 3):
+        n = texts[start].split("-")[0]
+        assert texts[start : start + 3] == [f"{n}-q", f"{n}-a", f"{n}-r"]
+    assert (await store.session(session.key)).input_tokens == 12
+
+
+async def test_list_sessions_and_recent_origins_are_newest_first(store: Store) -> None:
+    for key, origin in (("agent:main:1", "o1"), ("agent:main:2", ""), ("agent:main:3", "o3")):
+        s = await store.session(key)
+        await store.save_run(s.id, key, [user("x")], usage=Usage(), origin=origin or None)
+        await asyncio.sleep(0.01)  # distinct updated_at
+    assert [s.key for s in await store.list_sessions()] == [
+        "agent:main:3",
+        "agent:main:2",
+        "agent:main:1",
+    ]
+    assert [s.key for s in await store.list_sessions(limit=1)] == ["agent:main:3"]
+    assert await store.recent_origins() == ["o3", "o1"]
+    assert await store.recent_origins(limit=1) == ["o3"]
+    await store.archive_session("agent:main:3")
+    assert await store.recent_origins() == ["o1"]
+    assert "agent:main:3" not in [s.key for s in await store.list_sessions()]
+    assert "agent:main:3" in [s.key for s in await store.list_sessions(archived=True)]
+
+
+async def test_add_usage_and_session_totals(store: Store) -> None:
+    parent = await store.session("agent:main:parent")
+    await store.session("agent:main:grand")
+    before = time.time() - 1
+    await store.add_usage("agent:main:child", Usage(7, 3, 0, 0, 0.1), model="m2")
+    child = await store.session("agent:main:child")
+    assert (child.input_tokens, child.model) == (7, "m2")
+    assert await store.count_messages(child.id) == 0
+    await store.add_session_totals(
+        ["agent:main:parent", "agent:main:grand", "agent:main:none"], Usage(7, 3, 0, 0, 0.1)
+    )
+    await store.add_session_totals([], Usage(100))
+    assert (await store.session("agent:main:parent")).input_tokens == 7
+    assert (await store.session("agent:main:grand")).cost_usd == pytest.approx(0.1)
+    assert await store.find_session("agent:main:none") is None
+    assert (await store.usage_since(before)).input_tokens == 7  # totals only, no ledger rows
+    assert parent.input_tokens == 0
+
+
+async def test_compact_replaces_old_messages_and_keeps_newer_ones(store: Store) -> None:
+    session = await store.session("agent:main:c")
+    await store.save_run(
+        session.id, session.key, [user("1"), assistant("2")], usage=Usage(), context_tokens=99
+    )
+    upto = (await store.messages_with_ids(session.id))[-1][0]
+    await store.save_run(session.id, session.key, [user("3")], usage=Usage())
+    assert await store.compact(session.id, "summary", upto) == 2
+    row = await store.session(session.key)
+    assert (row.summary, row.compactions, row.context_tokens) == ("summary", 1, 0)
+    assert await store.messages(session.id) == [user("3")]
+
+
+async def test_trim_runs_keeps_the_last_whole_runs(store: Store) -> None:
+    session = await store.session("agent:main:heartbeat")
+    for n in range(4):
+        await store.save_run(
+            session.id, session.key, [user(f"q{n}"), assistant(f"a{n}")], usage=Usage(),
+            run_id=f"r{n}",
+        )  # fmt: skip
+    assert await store.trim_runs(session.id, 2) == 4
+    assert await store.messages(session.id) == [user("q2"), assistant("a2"), user("q3"),
+                                                assistant("a3")]  # fmt: skip
+    assert await store.trim_runs(session.id, 2) == 0
+
+
+async def test_archive_starts_a_fresh_session_and_reset_clears_in_place(store: Store) -> None:
+    assert await store.archive_session("agent:main:x") is False
+    assert await store.reset_session("agent:main:x") is False
+    old = await store.session("agent:main:x")
+    await store.save_run(old.id, old.key, [user("old")], usage=USAGE)
+    assert await store.archive_session("agent:main:x") is True
+    fresh = await store.session("agent:main:x")
+    assert fresh.id != old.id
+    assert (await store.messages(fresh.id), fresh.input_tokens) == ([], 0)
+    assert await store.messages(old.id) == [user("old")]  # archived, not deleted
+    await store.save_run(fresh.id, fresh.key, [user("new")], usage=USAGE, context_tokens=50)
+    await store.compact(fresh.id, "sum", 0)
+    assert await store.reset_session("agent:main:x") is True
+    after = await store.session("agent:main:x")
+    assert after.id == fresh.id
+    assert (after.summary, after.context_tokens, after.input_tokens) == ("", 0, 10)
+    assert await store.messages(after.id) == []
+
+
+# -- inbox -------------------------------------------------------------------------------
+
+
+async def test_inbox_writes_a_message_once(store: Store) -> None:
+    payload = {"text": "hi ✓", "nested": {"a": [1, 2]}}
+    first = await store.inbox_add("telegram", "bot", "c1", "m1", payload, "agent:main:k")
+    assert first is not None
+    assert await store.inbox_add("telegram", "bot", "c1", "m1", {"text": "again"}) is None
+    other_chat = await store.inbox_add("telegram", "bot", "c2", "m1", {})
+    other_channel = await store.inbox_add("slack", "bot", "c1", "m1", {})
+    assert len({first, other_chat, other_channel}) == 3
+    [row, *_] = await store.inbox_pending()
+    assert (row.id, row.channel, row.account, row.chat_id, row.message_id) == (
+        first,
+        "telegram",
+        "bot",
+        "c1",
+        "m1",
+    )
+    assert (row.session_key, row.payload) == ("agent:main:k", payload)
+
+
+async def test_inbox_close_finishes_rows_and_they_stay_deduped(store: Store) -> None:
+    a = await store.inbox_add("telegram", "bot", "c", "1", {})
+    b = await store.inbox_add("telegram", "bot", "c", "2", {})
+    c = await store.inbox_add("telegram", "bot", "c", "3", {})
+    assert a is not None and b is not None and c is not None
+    await store.inbox_close([a, c])
+    await store.inbox_close([])
+    assert [r.id for r in await store.inbox_pending()] == [b]
+    await store.inbox_close([b], status="failed")
+    assert await store.inbox_pending() == []
+    assert await store.inbox_add("telegram", "bot", "c", "1", {}) is None
+
+
+async def test_inbox_pending_is_in_arrival_order_with_its_received_time(store: Store) -> None:
+    now = time.time()
+    late = await store.inbox_add("telegram", "bot", "c", "late", {}, received_at=now)
+    early = await store.inbox_add("telegram", "bot", "c", "early", {}, received_at=now - 3600)
+    pending = await store.inbox_pending()
+    assert [r.id for r in pending] == [late, early]  # in arrival order
+    assert pending[1].received_at == pytest.approx(now - 3600)
+
+
+async def test_inbox_prune_forgets_old_closed_rows_only(store: Store) -> None:
+    now = time.time()
+    old_done = await store.inbox_add("telegram", "bot", "c", "1", {}, received_at=now - 7200)
+    old_pending = await store.inbox_add("telegram", "bot", "c", "2", {}, received_at=now - 7200)
+    new_done = await store.inbox_add("telegram", "bot", "c", "3", {})
+    assert old_done is not None and new_done is not None
+    await store.inbox_close([old_done, new_done])
+    await store.inbox_prune(now - 3600)
+    assert [r.id for r in await store.inbox_pending()] == [old_pending]
+    assert await store.inbox_add("telegram", "bot", "c", "1", {}) is not None  # forgotten
+    assert await store.inbox_add("telegram", "bot", "c", "3", {}) is None  # still remembered
+
+
+# -- pairing -----------------------------------------------------------------------------
+
+
+def request(
+    code: str, sender: str, *, channel: str = "telegram", ttl: float = 3600
+) -> PairingRequest:
+    now = time.time()
+    return PairingRequest(channel, code, sender, f"name {sender}", now, now + ttl)
+
+
+async def test_pairing_requests_list_unexpired_codes_by_channel(store: Store) -> None:
+    await store.pairing_add(request("AAAA2222", "1"))
+    await store.pairing_add(request("BBBB3333", "2", channel="slack"))
+    await store.pairing_add(request("CCCC4444", "3", ttl=-1))
+    assert [r.code for r in await store.pairing_requests()] == ["AAAA2222", "BBBB3333"]
+    [only] = await store.pairing_requests("slack")
+    assert (only.code, only.sender_id, only.sender_name) == ("BBBB3333", "2", "name 2")
+
+
+async def test_pairing_approve_lets_the_sender_in_and_drops_their_codes(store: Store) -> None:
+    await store.pairing_add(request("AAAA2222", "1"))
+    await store.pairing_add(request("DDDD5555", "1"))
+    assert await store.is_approved("telegram", "1") is False
+    assert await store.pairing_approve("slack", "AAAA2222") is None  # wrong channel
+    approved = await store.pairing_approve("telegram", " aaaa2222 ")
+    assert approved is not None and approved.sender_id == "1"
+    assert await store.is_approved("telegram", "1") is True
+    assert await store.is_approved("slack", "1") is False
+    assert await store.pairing_requests() == []
+    assert await store.pairing_approve("telegram", "DDDD5555") is None
+    await store.pairing_add(request("EEEE6666", "1"))
+    assert await store.pairing_approve("telegram", "EEEE6666") is not None  # twice is fine
+
+
+async def test_approved_senders_are_listed_and_can_be_revoked(store: Store) -> None:
+    await store.pairing_add(request("AAAA2222", "1"))
+    await store.pairing_add(request("BBBB3333", "2", channel="slack"))
+    assert await store.pairing_approve("telegram", "AAAA2222") is not None
+    assert await store.pairing_approve("slack", "BBBB3333") is not None
+    listed = await store.approved_senders()
+    assert [(c, s) for c, s, _ in listed] == [("slack", "2"), ("telegram", "1")]
+    assert all(at > 0 for _, _, at in listed)
+    assert [s for _, s, _ in await store.approved_senders("telegram")] == ["1"]
+    assert await store.pairing_revoke("telegram", "1") is True
+    assert await store.is_approved("telegram", "1") is False
+    assert await store.pairing_revoke("telegram", "1") is False  # not approved any more
+    assert await store.is_approved("slack", "2") is True
+
+
+async def test_an_expired_code_cannot_be_approved(store: Store) -> None:
+    await store.pairing_add(request("AAAA2222", "1", ttl=-1))
+    assert await store.pairing_approve("telegram", "AAAA2222") is None
+    assert await store.is_approved("telegram", "1") is False
+
+
+# -- cron --------------------------------------------------------------------------------
+
+
+def job(job_id: str, *, created_at: float = 1000.0, enabled: bool = True) -> CronJobRow:
+    return CronJobRow(
+        id=job_id,
+        name=f"job {job_id}",
+        schedule_kind="every",
+        schedule="600",
+        tz="Europe/Berlin",
+        message="stretch ✓",
+        session_mode="chat",
+        deliver_to="owner",
+        enabled=enabled,
+        created_at=created_at,
+        created_by="tester",
+        next_run_at=created_at + 600,
+    )
+
+
+async def test_cron_jobs_are_stored_and_listed_oldest_first(store: Store) -> None:
+    assert await store.cron_get("nope") is None
+    await store.cron_insert(job("b", created_at=2000.0))
+    await store.cron_insert(job("a", created_at=1000.0, enabled=False))
+    assert await store.cron_get("b") == job("b", created_at=2000.0)
+    assert [j.id for j in await store.cron_all()] == ["a", "b"]
+    assert await store.cron_count_enabled() == 1
+    with pytest.raises(Exception):  # noqa: B017 (ids are unique)
+        await store.cron_insert(job("b"))
+
+
+async def test_cron_update_sets_state_and_records_the_run_with_it(store: Store) -> None:
+    await store.cron_insert(job("a"))
+    run = CronRun("a", 1600.0, 1601.5, "delivered", "sent")
+    assert await store.cron_update(
+        "a", enabled=True, next_run_at=2200.0, failures=0, last_run_at=1600.0,
+        last_status="delivered", run=run,
+    )  # fmt: skip
+    got = await store.cron_get("a")
+    assert got is not None
+    assert (got.next_run_at, got.last_run_at, got.last_status, got.last_error) == (
+        2200.0,
+        1600.0,
+        "delivered",
+        "",
+    )
+    # None keeps a field; a one-shot that is done has no next run
+    assert await store.cron_update("a", enabled=False, next_run_at=None, failures=2)
+    got = await store.cron_get("a")
+    assert got is not None
+    assert (got.enabled, got.next_run_at, got.failures, got.last_status) == (
+        False,
+        None,
+        2,
+        "delivered",
+    )
+    assert await store.cron_runs("a") == [run]
+    assert await store.cron_update("gone", enabled=True, next_run_at=1.0, failures=0) is False
+
+
+async def test_cron_runs_are_newest_first_and_removed_with_their_job(store: Store) -> None:
+    await store.cron_insert(job("a"))
+    for n in range(5):
+        await store.cron_record_run(CronRun("a", 100.0 + n, 100.5 + n, "ok", f"run {n}"))
+    assert [r.detail for r in await store.cron_runs("a", limit=3)] == ["run 4", "run 3", "run 2"]
+    assert await store.cron_remove("a") is True
+    assert await store.cron_runs("a") == []
+    assert await store.cron_get("a") is None
+    assert await store.cron_remove("a") is False
+
+
+async def test_cron_changes_by_another_handle_are_noticed(backend: Backend) -> None:
+    watcher = await backend.open()
+    writer = await backend.open()
+    try:
+        before = await watcher.cron_changes()
+        assert await watcher.cron_changes() == before  # stable while nothing changes
+        await writer.cron_insert(job("x"))
+        after_insert = await watcher.cron_changes()
+        assert after_insert != before
+        await writer.cron_remove("x")
+        assert await watcher.cron_changes() != after_insert
+    finally:
+        await writer.close()
+        await watcher.close()
+
+
+async def test_a_second_daemon_cannot_hold_the_store(backend: Backend) -> None:
+    first = await backend.open()
+    second = await backend.open()
+    try:
+        await first.hold_instance()
+        with pytest.raises(AlreadyRunning, match="already running"):
+            await second.hold_instance()
+        await first.close()
+        await second.hold_instance()  # free again once the first is gone
+    finally:
+        await second.close()
+        await first.close()
+
+
+# -- copying between stores --------------------------------------------------------------
+
+
+async def fill(store: Store) -> None:
+    """A bit of everything a running Perch writes."""
+    s = await store.session("agent:main:telegram:bot:dm:1")
+    await store.save_run(s.id, s.key, [user("q ✓"), assistant("a")], usage=USAGE, run_id="r1",
+                         model="m", origin='{"c":"telegram"}')  # fmt: skip
+    await store.archive_session(s.key)
+    s2 = await store.session(s.key)
+    await store.save_run(s2.id, s2.key, [user("again")], usage=Usage(1, 1, 0, 0, 0.01))
+    done = await store.inbox_add("telegram", "bot", "1", "m1", {"text": "q ✓"}, s.key)
+    assert done is not None
+    await store.inbox_close([done])
+    await store.inbox_add("telegram", "bot", "1", "m2", {"text": "pending"}, s.key)
+    await store.pairing_add(request("AAAA2222", "5"))
+    await store.pairing_add(request("BBBB3333", "6"))
+    await store.pairing_approve("telegram", "BBBB3333")
+    await store.cron_insert(job("j1"))
+    await store.cron_insert(job("j2", enabled=False))
+    await store.cron_record_run(CronRun("j1", 1.0, 2.0, "ok", "fine"))
+
+
+async def dump_all(store: Store) -> dict[str, list[tuple[object, ...]]]:
+    tables: dict[str, list[tuple[object, ...]]] = {}
+    for table in COPY_COLUMNS:
+        tables[table] = [row async for rows in store.dump(table, batch=2) for row in rows]
+    return tables
+
+
+async def test_dump_and_load_copy_every_row_with_its_ids(backend: Backend) -> None:
+    source = await backend.open()
+    target = await backend.open_other()
+    try:
+        await fill(source)
+        assert await source.is_empty() is False
+        assert await target.is_empty() is True
+        for table in COPY_COLUMNS:
+            async for rows in source.dump(table, batch=2):
+                await target.load(table, rows)
+        await target.finish_load()
+        assert await dump_all(target) == await dump_all(source)
+        # the copy is a working store: ids continue after the copied ones, dedupe holds
+        s = await target.session("agent:main:telegram:bot:dm:1")
+        before = [i for i, _ in await target.messages_with_ids(s.id)]
+        await target.save_run(s.id, s.key, [user("after")], usage=Usage())
+        after = [i for i, _ in await target.messages_with_ids(s.id)]
+        assert after[:-1] == before and after[-1] > max(before)
+        assert await target.inbox_add("telegram", "bot", "1", "m1", {}) is None
+        assert [r.message_id for r in await target.inbox_pending()] == ["m2"]
+        assert await target.inbox_add("telegram", "bot", "1", "m3", {}) is not None
+        assert await target.is_approved("telegram", "6")
+        assert [j.id for j in await target.cron_all()] == ["j1", "j2"]
+    finally:
+        await target.close()
+        await source.close()
+
+
+# -- instances ---------------------------------------------------------------------------
+
+
+async def test_instances_report_themselves_and_go_away(store: Store) -> None:
+    now = time.time()
+    a = InstanceRow("a", "host-1", 11, now - 100, now - 5, {"channels": {"telegram": True}})
+    b = InstanceRow("b", "host-2", 22, now - 50, now - 90, {})
+    await store.instance_beat(a)
+    await store.instance_beat(b)
+    assert [i.id for i in await store.instances(now - 120)] == ["a", "b"]  # oldest start first
+    assert await store.instances(now - 30) == [a]  # b was not seen lately
+    refreshed = InstanceRow("a", "host-1", 11, now, now, {"active_runs": 2})
+    await store.instance_beat(refreshed)
+    [again] = await store.instances(now - 1)
+    assert again.started_at == a.started_at  # a beat refreshes, it does not restart
+    assert (again.seen_at, again.detail) == (now, {"active_runs": 2})
+    await store.instance_gone("a")
+    await store.instance_gone("nope")
+    assert [i.id for i in await store.instances(0)] == ["b"]
+
+
+# -- two handles on one store (two processes, or two instances on PostgreSQL) -------------
+
+
+async def test_a_message_is_written_once_across_handles(backend: Backend) -> None:
+    one = await backend.open()
+    two = await backend.open()
+    try:
+        adds = [
+            handle.inbox_add("telegram", "bot", "c", f"m{n}", {"n": n})
+            for n in range(10)
+            for handle in (one, two)
+        ]
+        ids = await asyncio.gather(*adds)
+        for n in range(10):
+            assert sum(i is not None for i in ids[2 * n : 2 * n + 2]) == 1
+        assert len(await one.inbox_pending()) == 10
+    finally:
+        await two.close()
+        await one.close()
+
+
+async def test_runs_saved_through_two_handles_never_interleave(backend: Backend) -> None:
+    one = await backend.open()
+    two = await backend.open()
+    try:
+        session = await one.session("agent:main:shared")
+
+        async def run(handle: Store, n: int) -> None:
+            msgs = [user(f"{n}-q"), assistant(f"{n}-a")]
+            await handle.save_run(session.id, session.key, msgs, usage=Usage(1), run_id=f"{n}")
+
+        await asyncio.gather(*(run(one if n % 2 else two, n) for n in range(10)))
+        texts = [m["content"][0]["text"] for m in await two.messages(session.id)]
+        assert len(texts) == 20
+        for start in range(0, 20, 2):
+            n = texts[start].split("-")[0]
+            assert texts[start : start + 2] == [f"{n}-q", f"{n}-a"]
+        assert (await one.session(session.key)).input_tokens == 10
+    finally:
+        await two.close()
+        await one.close()
+
+
+# -- inbox claims and leases -------------------------------------------------------------
+
+
+async def test_unowned_pending_rows_are_claimed_once_oldest_first(store: Store) -> None:
+    first = await store.inbox_add("telegram", "bot", "c", "1", {"n": 1})
+    second = await store.inbox_add("telegram", "bot", "c", "2", {"n": 2})
+    done = await store.inbox_add("telegram", "bot", "c", "3", {})
+    assert done is not None
+    await store.inbox_close([done])
+    claimed = await store.inbox_claim()
+    assert [(r.id, r.payload) for r in claimed] == [(first, {"n": 1}), (second, {"n": 2})]
+    assert await store.inbox_claim() == []  # leased to the claimant now
+    later = time.time() + INBOX_LEASE + 1
+    assert [r.id for r in await store.inbox_claim(now=later)] == [first, second]
+
+
+async def test_a_held_instance_keeps_its_rows_while_it_beats(backend: Backend) -> None:
+    live = await backend.open()
+    other = await backend.open()
+    try:
+        instance = await live.hold_instance()
+        row_id = await live.inbox_add("telegram", "bot", "c", "1", {})
+        now = time.time()
+        assert await other.inbox_claim(now=now + INBOX_LEASE - 5) == []
+        beat = InstanceRow(instance, "h", 1, now, now + 20, {})
+        await live.instance_beat(beat)  # renews its rows until seen_at + INBOX_LEASE
+        assert await other.inbox_claim(now=now + INBOX_LEASE + 5) == []
+        # the instance stops beating (killed): after the lease its row is taken over once
+        taken = await other.inbox_claim(now=now + 20 + INBOX_LEASE + 1)
+        assert [r.id for r in taken] == [row_id]
+        assert await live.inbox_claim(now=now + 20 + INBOX_LEASE + 2) == []
+    finally:
+        await other.close()
+        await live.close()
+
+
+async def test_a_new_holder_takes_over_what_the_last_one_left(backend: Backend) -> None:
+    dead = await backend.open()
+    await dead.hold_instance()
+    row_id = await dead.inbox_add("telegram", "bot", "c", "1", {})
+    await dead.close()  # as after a crash: the row is still pending and leased
+    fresh = await backend.open()
+    try:
+        await fresh.hold_instance()
+        assert [r.id for r in await fresh.inbox_claim()] == [row_id]
+    finally:
+        await fresh.close()
+
+
+async def test_concurrent_claims_never_hand_out_a_row_twice(backend: Backend) -> None:
+    one = await backend.open()
+    two = await backend.open()
+    try:
+        for n in range(30):
+            await one.inbox_add("telegram", "bot", "c", str(n), {})
+        claims = await asyncio.gather(
+            *(handle.inbox_claim() for _ in range(3) for handle in (one, two))
+        )
+        ids = [r.id for rows in claims for r in rows]
+        assert len(ids) == len(set(ids)) == 30
+    finally:
+        await two.close()
+        await one.close()
