@@ -81,8 +81,8 @@ async def dispatch(config: Config, op: str, payload: dict[str, Any]) -> Reply:
         from bot.control_local import chat_standalone
 
         return await chat_standalone(config, str(payload["text"]), payload.get("session"))
+    notes = unresolved_notes(config)
     if op == "status":
-        notes = unresolved_notes(config)
         payload = {**payload, "offline_status": _status_file(config)}
         if not config.store.url and not config.db_path.exists():
             lines = [f"Perch is not running (no database yet at {config.db_path}).", *notes]
@@ -93,6 +93,9 @@ async def dispatch(config: Config, op: str, payload: dict[str, Any]) -> Reply:
         store = await open_store(config.store_target)
     except StoreUnavailable as exc:
         where = redact_url(str(config.store_target))
+        if op == "status":
+            lines = ["Perch is not running.", f"  database: {where}: {exc}", *notes]
+            return Reply(0, "\n".join(lines) + "\n")
         return Reply(1, err=f"perch: the database {where} is unavailable: {exc}\n")
     try:
         return await run_op(OpContext(config, store), op, payload)
