@@ -1,4 +1,4 @@
-"""The `perch` command: run, init, doctor, status, sessions, pairing, cron, chat, send.
+"""The `perch` command: run, init, doctor, status, sessions, pairing, cron, chat, send, mcp.
 
 The config path is `--config PATH`, else `./config.yaml`, else `$PERCH_CONFIG`. A config
 problem prints one line and exits 78 (EX_CONFIG), which systemd is told not to restart on.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import EXIT_CONFIG, Config, ConfigError, load_config, require_api_key
+from bot.mcp_config import mcp_secrets
 
 
 def config_path(given: str | None) -> Path:
@@ -85,10 +87,40 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if config.unresolved and code == 0 else code
 
 
+def running_daemon(config: Config) -> dict[str, Any] | None:
+    """What the running daemon wrote to status.json, or None when none is running."""
+    from bot.daemon import status_path
+
+    path = status_path(config)
+    try:
+        daemon = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(daemon, dict) or not _alive(int(daemon.get("pid", 0))):
+        return None
+    return daemon
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _secrets(config: Config) -> list[str]:
     from channels.registry import secrets
 
-    return [config.providers.anthropic.api_key, *secrets(config.channels)]
+    return [
+        config.providers.anthropic.api_key,
+        *secrets(config.channels),
+        *mcp_secrets(config.mcp),
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,11 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("doctor", cmd_doctor, "check config, credentials, model, channels, database, workspace")
     from bot.control_cli import register as register_control
     from bot.cron_cli import register as register_cron
+    from bot.mcp_cli import register as register_mcp
     from bot.onboard import register as register_onboard
 
     register_control(sub, add)
     register_cron(sub, add)
     register_onboard(sub, add)
+    register_mcp(sub, add)
     from bot.store_cli import register as register_store
 
     register_store(sub, add)

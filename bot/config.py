@@ -36,6 +36,7 @@ from pydantic import (
 from bot.budget import BudgetConfig
 from bot.config_lenient import relax
 from bot.config_shape import MAX_NESTING, deeper_than, too_deep
+from bot.mcp_config import McpConfig
 from bot.secret_refs import expand_secret_refs
 from channels.options import ChannelPolicy as ChannelPolicy  # re-exported: the access rules
 from channels.registry import ChannelsConfig, default_channels, validate_channels
@@ -273,6 +274,7 @@ class Config(_Model):
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     channels: ChannelsConfig = Field(default_factory=default_channels)
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
     # Where the file was read from; relative paths in it are resolved against its folder.
     source: Path | None = Field(None, exclude=True)

@@ -40,6 +40,7 @@ from bot.control_server import ControlServer, start_control
 from bot.gateway import Gateway
 from bot.hardening import make_undumpable
 from bot.instances import InstanceBeacon
+from bot.mcp_host import McpHost
 from bot.message_targets import ChatMessenger
 from bot.owner import policies
 from bot.owner_notices import install_guards
@@ -79,6 +80,7 @@ class Daemon:
         self._step = "starting"
         self.budget: Budget | None = None
         self.control: ControlServer | None = None
+        self.mcp = McpHost(config)
 
     async def start(self) -> None:
         """Build and start everything; on any failure close what was opened, then raise
@@ -134,6 +136,7 @@ class Daemon:
         self.tools = build_tools(
             config,
             [SpawnTool(self.subagents), MessageTool(messenger), CronTool(self.scheduler)],
+            self.mcp.start(),
         )
         self.subagents.use_tools(self.tools)
         runner = TurnRunner(config, self.store, agent_loop, prompts, self.tools, self.channels)
@@ -227,6 +230,7 @@ class Daemon:
                 log.warning("cancelled %d run(s) that did not finish in time", cancelled)
         for part, close in (
             ("scheduler", self.scheduler.stop if self.scheduler else None),
+            ("mcp servers", self.mcp.stop),
             ("sub-agents", self.subagents.aclose if self.subagents else None),
             ("announcer", self.announcer.aclose if self.announcer else None),
             ("upkeep", self.upkeep.stop if self.upkeep else None),
@@ -268,6 +272,7 @@ class Daemon:
             },
             **gateway,
             **(self.scheduler.status() if self.scheduler else {}),
+            **self.mcp.status(),
         }
 
     def write_status(self) -> None:

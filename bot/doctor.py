@@ -2,9 +2,10 @@
 
 Each check prints `OK` or `FAIL` with what it found and, on failure, what to do. It checks the
 config, the model API key and endpoint (a free `count_tokens` call), each enabled channel's
-credentials against its platform (the plug-in's `probe`), the database (opens,
-migrates, takes the write lock), the workspace files, and the timezone. Exit code 0 when
-everything passed, 1 otherwise, 78 when the config itself cannot be read.
+credentials against its platform (the plug-in's `probe`), each enabled MCP server (it must
+start and list its tools), the database (opens, migrates, takes the write lock), the
+workspace files, and the timezone. Exit code 0 when everything passed, 1 otherwise, 78 when
+the config itself cannot be read.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from zoneinfo import ZoneInfo
 import httpx
 
 from bot.config import Config
+from bot.mcp_cli import doctor_checks as mcp_doctor_checks
 from bot.store import open_store, redact_url
 from bot.workspace import bootstrap_dir
 from channels import registry
@@ -53,6 +55,7 @@ async def run_checks(config: Config) -> list[Check]:
             if plugin is not None and plugin.probe is not None and options is not None:
                 probes.append(partial(_channel, name, options, plugin.probe, http))
         checks.extend(await asyncio.gather(*(probe() for probe in probes)))
+    checks.extend(await mcp_doctor_checks(config))
     checks.append(await _database(config))
     checks.append(_workspace(config))
     checks.append(_timezone(config))

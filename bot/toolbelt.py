@@ -3,7 +3,8 @@
 `build_tools(config)` returns the registry for top-level runs: the workspace file tools and
 memory tools always, `web_fetch` unless disabled, `exec` only when enabled, then the
 `agent.tools` allow/deny policy. Daemon services (cron, spawn, message) add their tools
-through `extra`.
+through `extra`; tool sources that change at run time (the MCP servers) through `providers`,
+and the same policy filters their tools.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from agents.tools.base import Tool, ToolRegistry
+from agents.tools.base import Tool, ToolProvider, ToolRegistry
 from agents.tools.exec import ExecTool
 from agents.tools.files import file_tools
 from agents.tools.memory import memory_tools
@@ -22,7 +23,9 @@ from bot.config import Config, ConfigError
 log = logging.getLogger(__name__)
 
 
-def build_tools(config: Config, extra: Iterable[Tool] = ()) -> ToolRegistry:
+def build_tools(
+    config: Config, extra: Iterable[Tool] = (), providers: Iterable[ToolProvider] = ()
+) -> ToolRegistry:
     agent = config.agent
     tools: list[Tool] = [*file_tools(), *memory_tools()]
     if agent.web_fetch.enabled:
@@ -44,7 +47,7 @@ def build_tools(config: Config, extra: Iterable[Tool] = ()) -> ToolRegistry:
             )
         )
     tools.extend(extra)
-    return ToolRegistry(tools).restricted(agent.tools.allow, agent.tools.deny)
+    return ToolRegistry(tools, providers).restricted(agent.tools.allow, agent.tools.deny)
 
 
 def exec_sandbox(config: Config) -> Sandbox:

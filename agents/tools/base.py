@@ -8,7 +8,7 @@ model should read by raising `ToolError` (or returning `ToolResult(..., is_error
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -51,29 +51,88 @@ class Tool(Protocol):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
 
 
-class ToolRegistry:
-    """An immutable set of tools with their API schemas computed once."""
+class ToolProvider(Protocol):
+    """A source of tools that can change at run time (an MCP server manager).
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
+    `generation` changes whenever `tools()` would answer differently, so a registry can keep
+    its schema list cached and rebuild it only then.
+    """
+
+    @property
+    def generation(self) -> int: ...
+
+    def tools(self) -> Sequence[Tool]: ...
+
+
+_Filter = tuple[tuple[str, ...] | None, tuple[str, ...]]
+
+
+def _matches(name: str, patterns: Iterable[str]) -> bool:
+    return any(name == p or (p.endswith("*") and name.startswith(p[:-1])) for p in patterns)
+
+
+class ToolRegistry:
+    """A set of tools with their API schemas cached.
+
+    The fixed tools are given at construction; `providers` add tools that come and go (an MCP
+    server connecting or dying). The schema list is rebuilt only when a provider's
+    `generation` moved, so asking for it each model call costs a tuple comparison. A
+    restricted view (`restricted`) follows its parent's providers too.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[Tool] = (),
+        providers: Iterable[ToolProvider] = (),
+        *,
+        _filters: tuple[_Filter, ...] = (),
+    ) -> None:
+        self._fixed: dict[str, Tool] = {}
         for tool in tools:
-            if tool.name in self._tools:
+            if tool.name in self._fixed:
                 raise ValueError(f"duplicate tool name {tool.name!r}")
-            self._tools[tool.name] = tool
+            self._fixed[tool.name] = tool
+        self._providers = tuple(providers)
+        self._filters = _filters
+        self._seen: tuple[int, ...] | None = None
+        self._tools: dict[str, Tool] = {}
+        self._schemas: list[dict[str, Any]] = []
+        self._refresh()
+
+    def _refresh(self) -> None:
+        seen = tuple(p.generation for p in self._providers)
+        if seen == self._seen:
+            return
+        tools = dict(self._fixed)
+        for provider in self._providers:
+            for tool in provider.tools():
+                tools.setdefault(tool.name, tool)  # a fixed tool keeps its name
+        for allow, deny in self._filters:
+            tools = {
+                name: t
+                for name, t in tools.items()
+                if (allow is None or _matches(name, allow)) and not _matches(name, deny)
+            }
+        self._tools = tools
         self._schemas = [
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-            for t in self._tools.values()
+            for t in tools.values()
         ]
+        self._seen = seen
 
     @property
     def names(self) -> list[str]:
+        self._refresh()
         return list(self._tools)
 
     def get(self, name: str) -> Tool | None:
+        self._refresh()
         return self._tools.get(name)
 
     def schemas(self) -> list[dict[str, Any]]:
-        """The `tools` parameter of the Messages API (the same list object every call)."""
+        """The `tools` parameter of the Messages API (the same list object until a provider's
+        tools change)."""
+        self._refresh()
         return self._schemas
 
     def restricted(
@@ -81,22 +140,20 @@ class ToolRegistry:
     ) -> ToolRegistry:
         """A registry holding only the tools in `allow` (all if None) and not in `deny`.
 
-        Entries may end in `*` to match a prefix (`memory_*`).
+        Entries may end in `*` to match a prefix (`memory_*`). Tools a provider adds later are
+        filtered the same way.
         """
-
-        def matches(name: str, patterns: Iterable[str]) -> bool:
-            return any(name == p or (p.endswith("*") and name.startswith(p[:-1])) for p in patterns)
-
-        allow_list = list(allow) if allow is not None else None
-        deny_list = list(deny)
+        allow_list = tuple(allow) if allow is not None else None
         return ToolRegistry(
-            t
-            for name, t in self._tools.items()
-            if (allow_list is None or matches(name, allow_list)) and not matches(name, deny_list)
+            self._fixed.values(),
+            self._providers,
+            _filters=(*self._filters, (allow_list, tuple(deny))),
         )
 
     def __contains__(self, name: object) -> bool:
+        self._refresh()
         return name in self._tools
 
     def __len__(self) -> int:
+        self._refresh()
         return len(self._tools)

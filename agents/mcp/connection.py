@@ -1,0 +1,294 @@
+"""One MCP server: connect, keep the connection, call its tools, reconnect with backoff.
+
+`McpConnection.run()` is the server's supervisor task. It opens the transport (a child
+process over stdio, or Streamable HTTP), initializes a `ClientSession`, lists the tools, and
+then watches the connection: a ping every `ping_s` while no call is running (one unanswered
+for 30 s counts as lost), a call that finds the connection closed, or a `tools/list_changed`
+notification (the list is fetched again). When the connection is
+lost the state goes `down` with the reason, and the next attempt follows after 1, 2, 4 ...
+up to 60 s. A stdio server is started in its own process group with only a minimal
+environment (PATH, HOME, ... plus its `env`), and is stopped by closing its stdin, then
+SIGTERM, then SIGKILL; if the daemon itself dies, the closed stdin ends it.
+
+Calls never wait for a server that is not up (they fail at once with the state), are bounded
+by `timeout_s`, and fail promptly when the connection dies under them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Literal, TextIO
+
+import mcp_types as types
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from agents.mcp.spec import ServerSpec
+
+log = logging.getLogger(__name__)
+# The HTTP client logs every request at INFO; one line per MCP call is noise in our logs.
+logging.getLogger("httpx2").setLevel(logging.WARNING)
+
+State = Literal["starting", "up", "down", "disabled", "stopped"]
+CONNECT_TIMEOUT_S = 30.0
+MAX_BACKOFF_S = 60.0
+STOP_GRACE_S = 5.0
+PING_TIMEOUT_S = 30.0
+
+
+def _errlog() -> TextIO:
+    """Where a stdio server's stderr goes: ours, or /dev/null when ours is no real file."""
+    try:
+        sys.stderr.fileno()
+        return sys.stderr
+    except (AttributeError, OSError, ValueError):
+        global _devnull
+        if _devnull is None:
+            _devnull = open(os.devnull, "w")  # noqa: SIM115 (kept for the process's life)
+        return _devnull
+
+
+_devnull: TextIO | None = None
+
+
+class McpCallError(Exception):
+    """A call that could not get an answer (server down, timed out, connection lost)."""
+
+
+def describe(exc: BaseException) -> str:
+    """One readable line for an exception, looking inside exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, FileNotFoundError):
+        return f"program not found: {exc.filename or exc}"
+    text = str(exc) or type(exc).__name__
+    return text if isinstance(exc, MCPError | ConnectionError) else f"{type(exc).__name__}: {text}"
+
+
+class McpConnection:
+    """The supervisor of one server; `on_change` is called whenever state or tools change."""
+
+    def __init__(self, spec: ServerSpec, on_change: Callable[[], None]) -> None:
+        self.spec = spec
+        self._on_change = on_change
+        self.state: State = "starting" if spec.enabled else "disabled"
+        self.error = ""
+        self.tools: list[types.Tool] = []
+        self.since = time.time()
+        self.attempts = 0
+        self.next_retry_at = 0.0
+        self._session: ClientSession | None = None
+        self._in_flight = 0
+        self._lost = asyncio.Event()
+        self._relist = asyncio.Event()
+        self._stop = asyncio.Event()
+
+    # -- public ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Connect and stay connected until `stop()`; never raises."""
+        if self.spec.refused:
+            self._set("down", self.spec.refused, [])
+            log.error("mcp server %s not started: %s", self.spec.name, self.spec.refused)
+            await self._stop.wait()
+            self._set("stopped", "", [])
+            return
+        backoff = self.spec.first_backoff_s
+        while not self._stop.is_set():
+            self.attempts += 1
+            began = time.monotonic()
+            try:
+                await self._serve_until_stopped()
+                reason = "the connection closed"
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                reason = describe(exc)
+            self._session = None
+            if self._stop.is_set():
+                break
+            if time.monotonic() - began > MAX_BACKOFF_S:
+                backoff = self.spec.first_backoff_s  # it was up for a while: retry soon
+            self.next_retry_at = time.time() + backoff
+            self._set("down", reason, [])
+            log.warning(
+                "mcp server %s is down (%s); retrying in %.0f s", self.spec.name, reason, backoff
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+        self._set("stopped", "", [])
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def call(self, tool: str, args: dict[str, Any]) -> types.CallToolResult:
+        session = self._session
+        if session is None or self.state != "up":
+            raise McpCallError(
+                f"MCP server {self.spec.name!r} is {self.state}"
+                + (f" ({self.error})" if self.error else "")
+                + "; try again later"
+            )
+        timeout = self.spec.timeout_s
+        self._in_flight += 1
+        try:
+            return await asyncio.wait_for(session.call_tool(tool, args), timeout)
+        except TimeoutError:
+            raise McpCallError(
+                f"MCP server {self.spec.name!r} did not answer {tool!r} within {timeout:g} s "
+                f"(mcp.servers.{self.spec.name}.timeout_s)"
+            ) from None
+        except MCPError as exc:
+            if exc.error.code == types.CONNECTION_CLOSED:
+                self._lost.set()
+                raise McpCallError(
+                    f"MCP server {self.spec.name!r} disconnected during {tool!r}; "
+                    "it is being restarted"
+                ) from None
+            raise McpCallError(f"MCP server {self.spec.name!r}: {exc}") from None
+        finally:
+            self._in_flight -= 1
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "transport": self.spec.transport,
+            "where": self.spec.where(),
+            "tools": [t.name for t in self.tools],
+            "sandboxed": bool(self.spec.launch),
+            "error": self.error,
+            "since": self.since,
+            "attempts": self.attempts,
+            "next_retry_at": self.next_retry_at if self.state == "down" else 0.0,
+        }
+
+    # -- the connection ----------------------------------------------------------------------
+
+    def _set(self, state: State, error: str, tools: list[types.Tool]) -> None:
+        if state != self.state:
+            self.since = time.time()
+        self.state, self.error, self.tools = state, error, tools
+        self._on_change()
+
+    @asynccontextmanager
+    async def _transport(self) -> AsyncIterator[Any]:
+        spec = self.spec
+        if spec.command:
+            argv = spec.launch or spec.command
+            params = StdioServerParameters(
+                command=argv[0],
+                args=list(argv[1:]),
+                env=spec.env or None,
+                cwd=spec.cwd,
+            )
+            async with stdio_client(params, errlog=_errlog()) as streams:
+                yield streams
+        else:
+            async with (
+                create_mcp_http_client(headers=spec.headers or None) as http,
+                streamable_http_client(spec.url, http_client=http) as streams,
+            ):
+                yield streams
+
+    async def _serve_until_stopped(self) -> None:
+        """`_serve_once`, cut short when `stop()` comes while it is still connecting."""
+        serve = asyncio.ensure_future(self._serve_once())
+        stopped = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({serve, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if not serve.done():  # stopping: an up connection returns by itself, soon
+                await asyncio.wait({serve}, timeout=STOP_GRACE_S)
+        finally:
+            stopped.cancel()
+            if not serve.done():
+                serve.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serve
+        if serve.cancelled():
+            return
+        failure = serve.exception()  # always retrieved, so asyncio never warns about it
+        if failure is not None and not self._stop.is_set():
+            raise failure
+
+    async def _serve_once(self) -> None:
+        self._lost.clear()
+        self._relist.clear()
+        async with self._transport() as (read, write):
+            session = ClientSession(read, write, message_handler=self._on_message)
+            async with session:
+                await asyncio.wait_for(session.initialize(), CONNECT_TIMEOUT_S)
+                tools = await asyncio.wait_for(self._list_tools(session), CONNECT_TIMEOUT_S)
+                self._session = session
+                self._set("up", "", tools)
+                log.info(
+                    "mcp server %s is up: %d tool(s) over %s",
+                    self.spec.name,
+                    len(tools),
+                    self.spec.transport,
+                )
+                await self._watch(session)
+
+    async def _watch(self, session: ClientSession) -> None:
+        """Return when asked to stop; raise when the connection is lost."""
+        while not self._stop.is_set():
+            waits = [
+                asyncio.ensure_future(e.wait()) for e in (self._stop, self._lost, self._relist)
+            ]
+            try:
+                await asyncio.wait(waits, timeout=self.spec.ping_s, return_when="FIRST_COMPLETED")
+            finally:
+                for w in waits:
+                    w.cancel()
+            if self._stop.is_set():
+                return
+            if self._lost.is_set():
+                raise ConnectionError("the connection closed")
+            if self._relist.is_set():
+                self._relist.clear()
+                tools = await asyncio.wait_for(self._list_tools(session), CONNECT_TIMEOUT_S)
+                self._set("up", "", tools)
+                log.info("mcp server %s: tool list changed (%d tools)", self.spec.name, len(tools))
+                continue
+            if self._in_flight:
+                continue  # calls have their own timeouts; a busy server may answer pings late
+            try:
+                await asyncio.wait_for(session.send_ping(), PING_TIMEOUT_S)
+            except TimeoutError:
+                raise ConnectionError(
+                    f"it did not answer a ping within {PING_TIMEOUT_S:g} s"
+                ) from None
+
+    async def _list_tools(self, session: ClientSession) -> list[types.Tool]:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        while True:
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_tools(params=params)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        allow = self.spec.allow
+        if allow is None:
+            return tools
+        return [
+            t
+            for t in tools
+            if any(t.name == p or (p.endswith("*") and t.name.startswith(p[:-1])) for p in allow)
+        ]
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._relist.set()
+        elif isinstance(message, Exception):
+            log.debug("mcp server %s: transport error: %s", self.spec.name, message)

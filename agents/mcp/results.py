@@ -1,0 +1,69 @@
+"""Turn an MCP `CallToolResult` into the text tool result the model reads.
+
+Text blocks are kept as they are; structured content is added as JSON when the text blocks
+do not already carry it; an image or audio block becomes a one-line note with its type and
+size (tool results are text in Perch); an embedded resource shows its text or a note; a
+resource link shows its URI. `isError` becomes an error result. Truncation of long results
+is the agent loop's job, the same as for every other tool.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+import mcp_types as types
+
+from agents.tools.base import ToolResult
+
+
+def _size(data: str) -> int:
+    try:
+        return len(base64.b64decode(data, validate=False))
+    except (binascii.Error, ValueError):
+        return len(data)
+
+
+def _block_text(block: Any) -> str:
+    if isinstance(block, types.TextContent):
+        return block.text
+    if isinstance(block, types.ImageContent):
+        return f"[image {block.mime_type}, {_size(block.data)} bytes: not shown as text]"
+    if isinstance(block, types.AudioContent):
+        return f"[audio {block.mime_type}, {_size(block.data)} bytes: not shown as text]"
+    if isinstance(block, types.ResourceLink):
+        return f"[resource {block.uri}" + (f": {block.description}]" if block.description else "]")
+    if isinstance(block, types.EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, types.TextResourceContents):
+            return f"[resource {resource.uri}]\n{resource.text}"
+        mime = getattr(resource, "mime_type", None) or "binary"
+        return f"[resource {resource.uri}, {mime}: not shown as text]"
+    return f"[{getattr(block, 'type', 'unknown')} content: not shown as text]"
+
+
+def map_result(result: types.CallToolResult) -> ToolResult:
+    parts = [_block_text(b) for b in result.content]
+    structured = result.structured_content
+    if structured is not None:
+        as_json = json.dumps(structured, ensure_ascii=False, indent=1)
+        texts = [b.text for b in result.content if isinstance(b, types.TextContent)]
+        if not any(_same_json(t, structured) for t in texts):
+            parts.append(as_json)
+    text = "\n".join(p for p in parts if p)
+    if result.is_error and not text:
+        text = "the tool reported an error without details"
+    return ToolResult(text, is_error=bool(result.is_error))
+
+
+def _same_json(text: str, value: Any) -> bool:
+    wrapped = value.get("result") if isinstance(value, dict) and len(value) == 1 else None
+    if text == wrapped:
+        return True
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return False
+    return bool(parsed == value or (wrapped is not None and parsed == wrapped))
