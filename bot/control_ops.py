@@ -112,6 +112,9 @@ def render_daemon(daemon: dict[str, Any]) -> list[str]:
     lines.append(
         f"  active runs: {daemon.get('active_runs', 0)}, queued: {daemon.get('queued', 0)}"
     )
+    from bot.mcp_cli import daemon_mcp_lines
+
+    lines += daemon_mcp_lines(daemon)
     for extra in ("next_heartbeat", "next_cron"):
         if daemon.get(extra):
             lines.append(f"  {extra.replace('_', ' ')}: {daemon[extra]}")
