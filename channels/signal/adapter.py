@@ -212,6 +212,8 @@ class SignalChannel:
         """Why a connection attempt failed, for the status line."""
         if isinstance(exc, _NotReady):
             return str(exc)
+        if isinstance(exc, aiohttp.WSServerHandshakeError) and exc.status >= 500:
+            return self._temporarily_failing(exc.status, f"/v1/receive/{self.account}")
         if isinstance(exc, aiohttp.WSServerHandshakeError):
             return (
                 f"signal-cli-rest-api at {self._base} refused the receive websocket for "
@@ -248,6 +250,13 @@ class SignalChannel:
             elif message.type is aiohttp.WSMsgType.CLOSED:
                 return "dropped"
 
+    def _temporarily_failing(self, status: int, path: str) -> str:
+        """A 5xx: the service is up but failing for now (starting, restarting, overloaded)."""
+        return (
+            f"signal-cli-rest-api at {self._base} is failing for now (HTTP {status} on {path}), "
+            "probably starting or restarting"
+        )
+
     async def _check_about(self) -> None:
         try:
             status, data, _ = await self._api.request("GET", "/v1/about", seconds=_ABOUT_TIMEOUT)
@@ -255,6 +264,8 @@ class SignalChannel:
             raise _NotReady(
                 f"cannot reach signal-cli-rest-api at {self._base} ({exc}); is it running?"
             ) from None
+        if status >= 500:
+            raise _NotReady(self._temporarily_failing(status, "/v1/about"))
         if status != 200 or not isinstance(data, Mapping):
             raise _NotReady(
                 f"signal-cli-rest-api at {self._base} answered /v1/about with HTTP {status}; "

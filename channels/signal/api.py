@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from http import HTTPStatus
 from typing import Any
 
 import aiohttp
@@ -37,10 +38,14 @@ def _json_or_none(raw: bytes) -> Any:
 
 
 def error_text(data: Any, raw_status: int) -> str:
-    """The service's own error message from a decoded body, else `HTTP <status>`."""
+    """The service's own error message from a decoded body (on one line), else the status's
+    phrase ("Service Unavailable"): an error page that is not JSON is never repeated."""
     if isinstance(data, Mapping) and data.get("error"):
-        return str(data["error"])[:300]
-    return f"HTTP {raw_status}"
+        return " ".join(str(data["error"]).split())[:300]
+    try:
+        return HTTPStatus(raw_status).phrase
+    except ValueError:
+        return f"HTTP {raw_status}"
 
 
 class SignalApi:

@@ -159,8 +159,14 @@ class SignalSender:
                 on_retry=on_retry,
             )
         except _Transient as exc:
+            hint = (
+                "it is failing for now (starting, restarting or overloaded); try again later "
+                "and check that it is up"
+                if exc.status is not None and exc.status >= 500
+                else "check that it is up"
+            )
             raise SignalApiError(
                 f"could not deliver the Signal {what} after {policy.attempts} attempts ({exc}); "
-                f"check that signal-cli-rest-api at {self._api.base} is up",
+                f"signal-cli-rest-api at {self._api.base}: {hint}",
                 exc.status,
             ) from None

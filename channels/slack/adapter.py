@@ -2,7 +2,8 @@
 
 Owns the connection (reconnects, status, stop) and wires the parts that do the rest:
 `slack_inbound` (events to `Inbound`), `slack_delivery` (sending, typing), `slack_stream`
-(streamed previews), `slack_options` (configuration), `slack_text` (markup).
+(streamed previews), `slack_options` (configuration), `slack_text` (markup), `socket`
+(noticing a cut Socket Mode connection within a second and reconnecting).
 
 Decisions:
 - `account` is the workspace's team id (`T…`) from `auth.test`; it is "" until the first
@@ -48,6 +49,15 @@ from channels.reconnect import Backoff, connect_until_up
 from channels.slack.delivery import TYPING_STATUS, SlackDelivery, SlackDeliveryError
 from channels.slack.inbound import SlackInbound
 from channels.slack.options import SlackOptions
+from channels.slack.socket import (
+    CONNECTED,
+    RETRY_CEILING,
+    close_socket_client,
+    keep_connected,
+    one_line_records,
+    open_socket,
+    take_over_reconnects,
+)
 from channels.slack.stream import SlackReplyStream
 from channels.slack.text import normalise_slack_text, slack_error_code
 
@@ -64,7 +74,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
-_RETRY_CEILING = 60.0
 
 
 class _SetupError(RuntimeError):
@@ -153,7 +162,7 @@ class SlackChannel:
             await asyncio.wait({supervisor}, timeout=1.0)
         socket, self._socket = self._socket, None
         if socket is not None:
-            await _close_socket_client(socket)
+            await close_socket_client(socket)
         runner, self._runner = self._runner, None
         if runner is not None:
             with contextlib.suppress(Exception):
@@ -203,12 +212,18 @@ class SlackChannel:
             self._set_status(False, self._describe(exc))
             return True
 
-        backoff = Backoff(min(1.0, self._options.ping_interval), _RETRY_CEILING)
+        backoff = Backoff(min(1.0, self._options.ping_interval), RETRY_CEILING)
         await connect_until_up(
             self._bring_up, backoff, on_failure=failed, attempted=self._first_attempt
         )
         if self._socket is not None:
-            await self._watch_socket(self._socket)
+            await keep_connected(
+                self._socket.client,
+                ping_interval=self._options.ping_interval,
+                connect_timeout=self._options.connect_timeout,
+                set_status=self._set_status,
+                describe=self._describe,
+            )
 
     async def _bring_up(self) -> None:
         if self._options.mode == "http":
@@ -222,29 +237,19 @@ class SlackChannel:
             self._socket = AsyncSocketModeHandler(
                 self._build_app(),
                 app_token=self._options.app_token,
-                logger=logging.getLogger(f"{__name__}.socket"),
+                logger=one_line_records(logging.getLogger(f"{__name__}.socket")),
                 ping_interval=self._options.ping_interval,
             )
+            take_over_reconnects(self._socket.client)
             self._socket.client.message_listeners.append(self._on_socket_message)
-        client = self._socket.client
         # Asking for the URL here (not inside the SDK's connect loop) surfaces a bad app
         # token or an unreachable Slack to our own retry loop and status.
-        client.wss_uri = await client.issue_new_wss_url()
-        await self._socket.connect_async()
-        self._set_status(True, "connected (socket mode)")
-
-    async def _watch_socket(self, socket: AsyncSocketModeHandler) -> None:
-        every = min(1.0, self._options.ping_interval / 2)
-        while True:
-            await asyncio.sleep(every)
-            if await socket.client.is_connected():
-                self._set_status(True, "connected (socket mode)")
-            else:
-                self._set_status(False, "socket mode connection lost; reconnecting")
+        await open_socket(self._socket.client, self._options.connect_timeout)
+        self._set_status(True, CONNECTED)
 
     async def _on_socket_message(self, _client: Any, message: dict[str, Any], _raw: Any) -> None:
         if message.get("type") == "hello":
-            self._set_status(True, "connected (socket mode)")
+            self._set_status(True, CONNECTED)
 
     async def _authenticate(self) -> None:
         response = await self._probe.auth_test()
@@ -335,29 +340,3 @@ class SlackChannel:
         if not task.cancelled() and task.exception() is not None:
             exc = task.exception()
             log.error("slack: %s failed: %s", task.get_name(), exc, exc_info=exc)
-
-
-async def _close_socket_client(socket: AsyncSocketModeHandler) -> None:
-    """Close the SDK's Socket Mode client and wait for its background futures, boundedly."""
-    client = socket.client
-    client.auto_reconnect_enabled = False
-    try:
-        await asyncio.wait_for(socket.close_async(), 1.0)
-    except Exception as exc:
-        log.debug("slack: closing the socket client: %r", exc)
-    futures = [
-        future
-        for future in (
-            client.message_processor,
-            client.current_session_monitor,
-            client.message_receiver,
-        )
-        if future is not None and not future.done()
-    ]
-    for future in futures:
-        future.cancel()
-    if futures:
-        await asyncio.wait(futures, timeout=1.0)
-    if not client.aiohttp_client_session.closed:
-        with contextlib.suppress(Exception):
-            await client.aiohttp_client_session.close()

@@ -214,6 +214,12 @@ class SlackDelivery:
             self._threads.popitem(last=False)
 
     def _delivery_error(self, method: str, chat: ChatRef, exc: BaseException) -> SlackDeliveryError:
+        status = getattr(exc.response, "status_code", 0) if isinstance(exc, SlackApiError) else 0
+        if status >= 500:
+            return SlackDeliveryError(
+                f"Slack {method} to {chat.chat_id} failed: Slack is failing for now "
+                f"(HTTP {status}, still after retries); try again later"
+            )
         if isinstance(exc, SlackApiError):
             error = slack_error_code(exc)
             needed = exc.response.get("needed") if exc.response is not None else None

@@ -17,8 +17,9 @@ from channels.options import ChannelPolicy, Secret
 class SlackOptions(ChannelPolicy):
     """Configuration of the Slack channel (`channels.slack` in config.yaml).
 
-    Beyond the documented keys: `ping_interval` is how often the Socket Mode client pings and
-    checks its connection (a dropped socket is replaced within about this time);
+    Beyond the documented keys: `ping_interval` is how often the Socket Mode client pings (a
+    dropped connection is replaced within a second; one that goes silent, once a pong is
+    missing for half this time);
     `connect_timeout` bounds how long `start()` waits for the first connection before it
     returns with status down and keeps trying in the background; `max_retries` bounds the
     retries of one Web API call on 429 and on connection errors.
@@ -35,7 +36,7 @@ class SlackOptions(ChannelPolicy):
     stream_interval: float = 1.0
     typing_interval: float = 4.0
     chunk_limit: int = 4000
-    ping_interval: float = 10.0
+    ping_interval: float = 5.0
     connect_timeout: float = 10.0
     max_retries: int = 5
 
@@ -70,6 +71,8 @@ class SlackOptions(ChannelPolicy):
                 f"channels.slack.slash_command {self.slash_command!r} is not a slash command; "
                 "write it like /perch, or leave it empty"
             )
+        if self.ping_interval <= 0:
+            raise ValueError("channels.slack.ping_interval must be a positive number of seconds")
         if self.chunk_limit < 100:
             raise ValueError("channels.slack.chunk_limit must be at least 100 characters")
         return self

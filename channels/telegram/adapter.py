@@ -174,6 +174,7 @@ class TelegramChannel:
             .base_file_url(opt.file_url)
             .request(request)
             .get_updates_request(poll_request)
+            .rate_limiter(self._sender.flood)
             .job_queue(None)
             .build()
         )
@@ -369,6 +370,8 @@ class TelegramChannel:
         thread = int(chat.thread_id) if chat.thread_id else None
 
         async def start() -> None:
+            if self._sender.flood.limited(chat.chat_id):
+                return  # cosmetic: not worth a call while Telegram asks this chat to wait
             bot = self._sender.bot_app().bot
             await bot.send_chat_action(chat.chat_id, ChatAction.TYPING, message_thread_id=thread)
 

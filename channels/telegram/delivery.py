@@ -2,7 +2,8 @@
 
 Owns `TelegramSender`: per-chat (and topic) ordering, HTML with a plain-text fallback,
 migrated chats and vanished topics, flood waits and network retries within bounds, and the
-`TelegramDeliveryError` whose text says what to do.
+`TelegramDeliveryError` whose text says what to do. Its `flood` (see `flood`) is the bot's
+rate limiter: every Bot API call honours the not-before times Telegram's 429s set.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from channels.telegram.errors import (
     is_parse_error,
     retry_after_seconds,
 )
+from channels.telegram.flood import MAX_FLOOD_WAIT, FloodControl
 from channels.telegram.options import TelegramOptions
 from channels.telegram.redaction import LOGGER_NAME, SecretRedactor
 
@@ -43,7 +45,7 @@ log = logging.getLogger(LOGGER_NAME)
 
 T = TypeVar("T")
 
-MAX_RETRY_AFTER = 120.0  # a flood wait longer than this fails the send instead of blocking
+MAX_RETRY_AFTER = MAX_FLOOD_WAIT  # a flood wait longer than this fails the send, not blocks
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -76,6 +78,7 @@ class TelegramSender:
         self._redactor = redactor
         self._current_app = current_app
         self._turns = ChatLocks()
+        self.flood = FloodControl()
 
     async def send_chunks(self, chat: ChatRef, chunks: Sequence[str], quote_first: bool) -> None:
         async with self._turns.hold((chat.chat_id, chat.thread_id)):
@@ -198,10 +201,7 @@ class TelegramSender:
 
         def on_retry(exc: BaseException, attempt: int, wait: float) -> None:
             if isinstance(exc, RetryAfter):
-                log.info(
-                    "telegram: %s in chat %s rate limited; waiting %.1f s", what, chat_id, wait
-                )
-                return
+                return  # `flood` logged it, and holds every call to the chat until then
             log.warning(
                 "telegram: %s in chat %s failed (%s); retry %d/%d in %.1f s",
                 what,

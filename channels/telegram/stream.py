@@ -1,8 +1,9 @@
 """The Telegram streaming preview: a reply shown while it is written, then finalised in place.
 
 Owns `TelegramReplyStream`: one preview message edited at most every `stream_interval` s
-(flood waits respected, failures never end the turn), and the final edit plus any further
-chunks, or the preview's deletion when the reply turns out silent.
+(skipped while the chat is under a flood wait; failures never end the turn), and the final
+edit plus any further chunks, which wait for the flood wait to pass, or the preview's
+deletion when the reply turns out silent.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from telegram.error import BadRequest, RetryAfter, TelegramError
+from telegram.error import BadRequest, TelegramError
 
 from channels.base import ChatRef
 from channels.chunking import split_markdown
 from channels.formatting import utf16_len
 from channels.telegram.delivery import TelegramSender
-from channels.telegram.errors import TelegramDeliveryError, retry_after_seconds
+from channels.telegram.errors import TelegramDeliveryError
 from channels.telegram.redaction import LOGGER_NAME
 
 Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
@@ -49,7 +50,6 @@ class TelegramReplyStream:
         self._wake = asyncio.Event()
         self._closed = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
-        self._not_before = 0.0
 
     async def update(self, text: str) -> None:
         if self._closed.is_set() or not text.strip():
@@ -107,7 +107,8 @@ class TelegramReplyStream:
             text = self._latest
             if text != self._shown:
                 await self._show(text)
-            delay = max(self.interval, self._not_before - time.monotonic())
+            not_before = self._sender.flood.not_before(self._chat.chat_id)
+            delay = max(self.interval, not_before - time.monotonic())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closed.wait(), delay)
             if self._closed.is_set():
@@ -115,8 +116,8 @@ class TelegramReplyStream:
 
     async def _show(self, text: str) -> None:
         preview = split_markdown(text, self._limit, measure=utf16_len)[:1]
-        if not preview:
-            return
+        if not preview or self._sender.flood.limited(self._chat.chat_id):
+            return  # a preview is never worth waiting for: the final text will be
         try:
             if self._message_id is None:
                 self._message_id = await self._sender.post(
@@ -125,11 +126,7 @@ class TelegramReplyStream:
             else:
                 await self._sender.edit(self._chat, self._message_id, preview[0], retry=False)
             self._shown = text
-        except RetryAfter as exc:
-            self._not_before = time.monotonic() + retry_after_seconds(exc)
-        except TelegramDeliveryError as exc:
-            if exc.retry_after is not None:
-                self._not_before = time.monotonic() + exc.retry_after
+        except TelegramDeliveryError as exc:  # a 429 is held by `flood` for the next calls
             log.debug("telegram: preview failed in chat %s: %s", self._chat.chat_id, exc)
         except TelegramError as exc:
             log.debug(

@@ -157,7 +157,8 @@ class FakeSignal:
         body: Any = None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        """Answer the next `times` requests whose path starts with `path` with `status`."""
+        """Answer the next `times` requests whose path starts with `path` with `status`;
+        `body` is sent as JSON, or as an HTML page when it is a string."""
         payload = body if body is not None else {"error": f"injected failure {status}"}
         self._failures.append(_Failure(path, status, payload, dict(headers or {}), times))
 
@@ -300,6 +301,8 @@ class FakeSignal:
         if failure is None:
             return None
         await self._record(request, failure.status)
+        if isinstance(failure.body, str):  # an error page, as a proxy in front serves it
+            return web.Response(status=failure.status, text=failure.body, content_type="text/html")
         return web.Response(
             status=failure.status,
             text=json.dumps(failure.body),

@@ -49,6 +49,7 @@ class _Failure:
     error: str
     retry_after: float | None
     disconnect: bool
+    page: str | None = None
 
 
 @dataclass
@@ -114,11 +115,13 @@ class FakeSlack:
         error: str = "ratelimited",
         *,
         disconnect: bool = False,
+        page: str | None = None,
     ) -> None:
         """The next call to `method` fails: HTTP `status` with `{"ok": false, "error"}` (and
-        Retry-After when given), or, with `disconnect=True`, the connection is cut."""
+        Retry-After when given), with the HTML `page` instead of JSON when given, or, with
+        `disconnect=True`, the connection is cut."""
         self._failures.setdefault(method, []).append(
-            _Failure(status, error, retry_after, disconnect)
+            _Failure(status, error, retry_after, disconnect, page)
         )
 
     def hold(self, channel: str) -> asyncio.Event:
@@ -184,8 +187,9 @@ class FakeSlack:
         }
         return await self._push("slash_commands", payload, True, timeout)
 
-    async def drop_socket(self, clean: bool) -> None:
-        """Close the open socket: a close frame (1000) when clean, a TCP reset otherwise."""
+    async def drop_socket(self, clean: bool, *, reset: bool = True) -> None:
+        """Close the open socket: a close frame (1000) when clean; otherwise the TCP
+        connection goes without a close frame, by a reset or (`reset=False`) a plain FIN."""
         ws, request = self._ws, self._ws_request
         assert ws is not None and request is not None, "no socket to drop"
         if clean:
@@ -193,10 +197,20 @@ class FakeSlack:
             return
         transport = request.transport
         assert transport is not None
+        if not reset:
+            transport.close()
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         transport.abort()
+
+    def stall_socket(self) -> None:
+        """The connection goes silent without closing (a cut network path): nothing more is
+        read from it, so pings go unanswered; the next connection works normally."""
+        request = self._ws_request
+        assert request is not None and request.transport is not None, "no socket to stall"
+        request.transport.pause_reading()
 
     def new_ts(self) -> str:
         n = next(self._ts)
@@ -225,6 +239,10 @@ class FakeSlack:
                 assert request.transport is not None
                 request.transport.abort()
                 return web.Response(status=500)
+            if failure.page is not None:
+                return web.Response(
+                    status=failure.status, text=failure.page, content_type="text/html"
+                )
             headers = {}
             if failure.retry_after is not None:
                 headers["Retry-After"] = str(failure.retry_after)

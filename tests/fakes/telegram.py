@@ -58,6 +58,7 @@ class _Failure:
     description: str
     retry_after: float | None
     when: Callable[[dict[str, Any]], bool] | None
+    html: str | None = None
 
 
 def _decode(key: str, value: Any) -> Any:
@@ -239,15 +240,19 @@ class FakeTelegram:
         description: str | None = None,
         times: int = 1,
         when: Callable[[dict[str, Any]], bool] | None = None,
+        html: str | None = None,
     ) -> None:
-        """Answer the next `times` calls of `method` (matching `when`) with an error."""
+        """Answer the next `times` calls of `method` (matching `when`) with an error.
+
+        `html` answers with that text/html page instead of JSON, as a proxy in front of the
+        Bot API does when Telegram is down."""
         if status != 429:
             retry_after = None
         text = description or (
             f"Too Many Requests: retry after {retry_after}" if status == 429 else "Bad Gateway"
         )
         failures = self._failures.setdefault(method, [])
-        failures.extend(_Failure(status, text, retry_after, when) for _ in range(times))
+        failures.extend(_Failure(status, text, retry_after, when, html) for _ in range(times))
 
     def reject_parse_mode_once(self, method: str = "sendMessage") -> None:
         """The next `method` call carrying a parse_mode gets 400 "can't parse entities"."""
@@ -297,6 +302,11 @@ class FakeTelegram:
             return self._record(method, params, 401, {"description": "Unauthorized"})
         failure = self._take_failure(method, params)
         if failure is not None:
+            if failure.html is not None:
+                self._record(method, params, failure.status, {})
+                return web.Response(
+                    status=failure.status, text=failure.html, content_type="text/html"
+                )
             body: dict[str, Any] = {"description": failure.description}
             if failure.retry_after is not None:
                 body["parameters"] = {"retry_after": failure.retry_after}
