@@ -16,11 +16,19 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from agents.cancel import CancelToken
 from agents.loop import AgentLoop, RunRequest
-from agents.model import Block, Message, ModelClient, ModelError, ModelRequest, Usage, text_of
+from agents.model import (
+    Message,
+    ModelClient,
+    ModelError,
+    ModelRequest,
+    TextBlock,
+    Usage,
+    text_of,
+    tool_result_text,
+)
 from agents.tools.base import ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -84,15 +92,15 @@ def render_transcript(messages: list[Message], limit: int = TRANSCRIPT_CHARS) ->
     for message in messages:
         who = "User" if message["role"] == "user" else "Assistant"
         for block in message["content"]:
-            kind = block.get("type")
-            if kind == "text" and block.get("text", "").strip():
-                lines.append(f"{who}: {block['text'].strip()}")
-            elif kind == "tool_use":
+            if block["type"] == "text":
+                if block["text"].strip():
+                    lines.append(f"{who}: {block['text'].strip()}")
+            elif block["type"] == "tool_use":
                 args = json.dumps(block.get("input", {}), ensure_ascii=False)
                 lines.append(f"[Assistant called {block.get('name')}({_short(args)})]")
-            elif kind == "tool_result":
-                lines.append(f"[Tool result: {_short(_result_text(block))}]")
-            elif kind == "image":
+            elif block["type"] == "tool_result":
+                lines.append(f"[Tool result: {_short(tool_result_text(block))}]")
+            elif block["type"] == "image":
                 lines.append(f"{who}: [image]")
     text = "\n".join(lines)
     if len(text) > limit:
@@ -120,7 +128,7 @@ class Compactor:
         messages: list[Message],
         previous_summary: str,
         *,
-        system: list[Block],
+        system: list[TextBlock],
         context: ToolContext,
     ) -> Compaction | None:
         """Flush memories, then summarise; None when there is too little to compact."""
@@ -129,11 +137,12 @@ class Compactor:
             return None
         usage = Usage()
         flushed = await self._flush(messages, system, context, usage)
-        summary = await self._summarise(messages[:cut], previous_summary, usage)
+        model = context.model or self.model  # the session's own model (/model), if chosen
+        summary = await self._summarise(messages[:cut], previous_summary, usage, model)
         return Compaction(summary, cut, usage, flushed)
 
     async def _flush(
-        self, messages: list[Message], system: list[Block], context: ToolContext, usage: Usage
+        self, messages: list[Message], system: list[TextBlock], context: ToolContext, usage: Usage
     ) -> bool:
         if not len(self.flush_tools):
             return False
@@ -152,8 +161,10 @@ class Compactor:
                 origin=context.origin,
                 depth=context.depth,
                 run_id=context.run_id,
+                model=context.model,
             ),
             cancel=cancel,
+            model=context.model,
             max_iterations=FLUSH_ITERATIONS,
         )
         task = asyncio.ensure_future(self.loop.run(request))
@@ -167,7 +178,7 @@ class Compactor:
             log.warning("memory flush failed: %s", result.error)
         return result.status == "ok"
 
-    async def _summarise(self, old: list[Message], previous: str, usage: Usage) -> str:
+    async def _summarise(self, old: list[Message], previous: str, usage: Usage, model: str) -> str:
         transcript = render_transcript(old)
         prompt = (
             (f"Earlier summary:\n{previous}\n\n" if previous else "")
@@ -175,7 +186,7 @@ class Compactor:
             + transcript
         )
         request = ModelRequest(
-            model=self.model,
+            model=model,
             system=[{"type": "text", "text": SUMMARY_SYSTEM}],
             messages=[{"role": "user", "content": [{"type": "text", "text": prompt}]}],
             max_tokens=SUMMARY_MAX_TOKENS,
@@ -193,15 +204,8 @@ class Compactor:
 
 def _plain_user(message: Message) -> bool:
     return message["role"] == "user" and not any(
-        b.get("type") == "tool_result" for b in message["content"]
+        b["type"] == "tool_result" for b in message["content"]
     )
-
-
-def _result_text(block: dict[str, Any]) -> str:
-    content = block.get("content", "")
-    if isinstance(content, list):
-        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    return str(content)
 
 
 def _short(text: str) -> str:

@@ -24,35 +24,41 @@ Decisions (where the seed is silent):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
-from agents.model import Block, Message
+from agents import model
+from agents.history_check import ASSISTANT_BLOCKS as _ASSISTANT_BLOCKS
+from agents.history_check import ROLES as _ROLES
+from agents.history_check import USER_BLOCKS as _USER_BLOCKS
+from agents.history_check import validate_history
+
+# Stored content is untrusted JSON: the stages read messages and blocks as plain dicts,
+# defensively, and hand back `agents.model.Message`s (the same dicts, typed at the exit).
+Block = dict[str, Any]
+Message = dict[str, Any]
+Messages = Sequence[Mapping[str, Any]]
 
 CHARS_PER_TOKEN = 4
 IMAGE_TOKENS = 1600
 CLEARED_TOOL_RESULT = "[Old tool result content cleared]"
 MISSING_TOOL_RESULT = "[Tool result missing -- session was compacted]"
 
-_USER_BLOCKS = frozenset({"text", "image", "document", "tool_result", "search_result"})
-_ASSISTANT_BLOCKS = frozenset(
-    {
-        "text",
-        "tool_use",
-        "thinking",
-        "redacted_thinking",
-        "server_tool_use",
-        "web_search_tool_result",
-    }
-)
-_ROLES = frozenset({"user", "assistant"})
+__all__ = [
+    "estimate_tokens",
+    "limit_turns",
+    "prepare_history",
+    "prune_tool_results",
+    "repair_tool_pairing",
+    "validate_history",
+]
 
 
 # ---------------------------------------------------------------------------------------------
 # Small readers and copiers.
 
 
-def _blocks(message: Message) -> list[Block]:
+def _blocks(message: Mapping[str, Any]) -> list[Block]:
     content = message.get("content")
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
@@ -72,6 +78,11 @@ def _copy_message(message: Message) -> Message:
     copied = dict(message)
     copied["content"] = [_copy_block(b) for b in _blocks(message)]
     return copied
+
+
+def _typed(messages: list[Message]) -> list[model.Message]:
+    """The exit of every stage: checked dicts, now typed (no copy)."""
+    return cast(list[model.Message], messages)
 
 
 def _copy_messages(messages: Iterable[Any]) -> list[Message]:
@@ -97,14 +108,14 @@ def _tool_use_ids(message: Message) -> list[str]:
 # Stage 1: limit turns.
 
 
-def limit_turns(messages: list[Message], max_turns: int) -> list[Message]:
+def limit_turns(messages: Messages, max_turns: int) -> list[model.Message]:
     """Keep the last `max_turns` user turns and everything after the first of them."""
     copied = _copy_messages(messages)
     if max_turns <= 0:
-        return copied
+        return _typed(copied)
     turn_starts = [i for i, m in enumerate(copied) if _is_user_turn(m)]
     start = turn_starts[-max_turns] if len(turn_starts) > max_turns else 0
-    return copied[start:]
+    return _typed(copied[start:])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,7 +150,7 @@ def _block_chars_and_images(block: Block) -> tuple[int, int]:
     return len(json.dumps(block, ensure_ascii=False, default=str)), 0
 
 
-def _chars_and_images(messages: Iterable[Message]) -> tuple[int, int]:
+def _chars_and_images(messages: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
     chars = images = 0
     for message in messages:
         for block in _blocks(message):
@@ -148,7 +159,7 @@ def _chars_and_images(messages: Iterable[Message]) -> tuple[int, int]:
     return chars, images
 
 
-def estimate_tokens(messages: list[Message]) -> int:
+def estimate_tokens(messages: Messages) -> int:
     """A rough token count: characters / 4, plus 1,600 per image."""
     chars, images = _chars_and_images(messages)
     return -(-chars // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
@@ -176,7 +187,7 @@ def _soft_trim_result(block: Block, over: int, keep_head: int, keep_tail: int) -
 
 
 def prune_tool_results(
-    messages: list[Message],
+    messages: Messages,
     context_window_tokens: int,
     *,
     soft_ratio: float = 0.3,
@@ -186,7 +197,7 @@ def prune_tool_results(
     keep_head: int = 1500,
     keep_tail: int = 1500,
     min_hard_clear_chars: int = 10_000,
-) -> list[Message]:
+) -> list[model.Message]:
     """Shrink old tool results when the history fills too much of the context window.
 
     Over `soft_ratio` of the window, old results longer than `soft_trim_over` keep only their
@@ -195,7 +206,7 @@ def prune_tool_results(
     """
     result = _copy_messages(messages)
     if context_window_tokens <= 0 or not result:
-        return result
+        return _typed(result)
     chars, images = _chars_and_images(result)
 
     def ratio() -> float:
@@ -203,7 +214,7 @@ def prune_tool_results(
         return tokens / context_window_tokens
 
     if ratio() < soft_ratio:
-        return result
+        return _typed(result)
 
     protected_from = len(result)
     assistants = [i for i, m in enumerate(result) if m.get("role") == "assistant"]
@@ -221,9 +232,9 @@ def prune_tool_results(
     for block in prunable:
         chars -= _soft_trim_result(block, soft_trim_over, keep_head, keep_tail)
     if ratio() < hard_ratio:
-        return result
+        return _typed(result)
     if sum(_block_chars_and_images(b)[0] for b in prunable) < min_hard_clear_chars:
-        return result
+        return _typed(result)
     for block in prunable:
         if ratio() < hard_ratio:
             break
@@ -233,7 +244,7 @@ def prune_tool_results(
         block["content"] = CLEARED_TOOL_RESULT
         chars += len(CLEARED_TOOL_RESULT) - block_chars
         images -= block_images
-    return result
+    return _typed(result)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,7 +282,7 @@ def _clean_block(block: Block, role: str, seen_tool_ids: set[str]) -> Block | No
     return _copy_block(block)
 
 
-def _normalise(messages: list[Message]) -> list[Message]:
+def _normalise(messages: Messages) -> list[Message]:
     seen_tool_ids: set[str] = set()
     out: list[Message] = []
     for message in messages:
@@ -330,7 +341,7 @@ def _pair_results(expected: list[str], content: list[Block]) -> list[Block]:
     return results + [b for b in content if not _is_tool_result(b)]
 
 
-def repair_tool_pairing(messages: list[Message]) -> list[Message]:
+def repair_tool_pairing(messages: Messages) -> list[model.Message]:
     """Make a history the Messages API accepts, keeping as much of it as possible.
 
     Drops orphan tool_result blocks and leading messages before the first plain user message,
@@ -354,104 +365,7 @@ def repair_tool_pairing(messages: list[Message]) -> list[Message]:
         expected = _tool_use_ids(message)
         if expected and i + 1 == len(history):
             paired.append({"role": "user", "content": [_missing_result(t) for t in expected]})
-    return _merge_same_role(paired)
-
-
-def validate_history(messages: list[Message]) -> list[str]:
-    """Problems that would make the Messages API reject `messages` (empty when valid)."""
-    problems: list[str] = []
-    if not isinstance(messages, list):
-        return ["history is not a list of messages"]
-    seen_tool_ids: set[str] = set()
-    previous_role: str | None = None
-    previous_tool_ids: list[str] = []
-    for index, message in enumerate(messages):
-        where = f"message {index}"
-        if not isinstance(message, dict):
-            problems.append(f"{where}: not a dict")
-            previous_role, previous_tool_ids = None, []
-            continue
-        role = message.get("role")
-        where = f"message {index} ({role})"
-        if role not in _ROLES:
-            problems.append(f"{where}: role must be 'user' or 'assistant'")
-        if index == 0 and role != "user":
-            problems.append(f"{where}: the history must start with a user message")
-        if previous_role is not None and role == previous_role:
-            problems.append(f"{where}: same role as the message before; roles must alternate")
-        content = message.get("content")
-        if not isinstance(content, list) or not content:
-            problems.append(f"{where}: content must be a non-empty list of blocks")
-            content = []
-        problems += _validate_blocks(where, role, content, seen_tool_ids, previous_tool_ids)
-        tool_ids = [
-            str(b.get("id")) for b in content if isinstance(b, dict) and b.get("type") == "tool_use"
-        ]
-        if previous_tool_ids and role != "user":
-            problems.append(f"{where}: tool_use in the message before has no tool_result")
-        previous_role, previous_tool_ids = role, tool_ids if role == "assistant" else []
-    if previous_tool_ids:
-        problems.append(
-            f"message {len(messages) - 1} (assistant): tool_use without a following tool_result"
-        )
-    return problems
-
-
-def _validate_blocks(
-    where: str,
-    role: Any,
-    content: list[Any],
-    seen_tool_ids: set[str],
-    expected_ids: list[str],
-) -> list[str]:
-    problems: list[str] = []
-    allowed = _USER_BLOCKS if role == "user" else _ASSISTANT_BLOCKS
-    answered: set[str] = set()
-    after_other = False
-    for position, block in enumerate(content):
-        at = f"{where} block {position}"
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            problems.append(f"{at}: not a block with a 'type'")
-            continue
-        kind = block["type"]
-        if kind not in allowed:
-            problems.append(f"{at}: a {role} message may not carry a {kind!r} block")
-            continue
-        if kind == "text":
-            text = block.get("text")
-            if not isinstance(text, str) or not text.strip():
-                problems.append(f"{at}: text blocks must contain non-whitespace text")
-        elif kind == "tool_use":
-            tool_id = block.get("id")
-            if not isinstance(tool_id, str) or not tool_id:
-                problems.append(f"{at}: tool_use without an id")
-            elif tool_id in seen_tool_ids:
-                problems.append(f"{at}: tool_use id {tool_id!r} is used twice")
-            else:
-                seen_tool_ids.add(tool_id)
-            if not isinstance(block.get("name"), str) or not block.get("name"):
-                problems.append(f"{at}: tool_use without a name")
-            if not isinstance(block.get("input"), dict):
-                problems.append(f"{at}: tool_use input must be an object")
-        elif kind == "tool_result":
-            tool_id = block.get("tool_use_id")
-            if after_other:
-                problems.append(f"{at}: tool_result blocks must come before any other block")
-            if tool_id not in expected_ids:
-                problems.append(f"{at}: tool_result {tool_id!r} answers no tool_use before it")
-            elif tool_id in answered:
-                problems.append(f"{at}: tool_result {tool_id!r} answered twice")
-            else:
-                answered.add(tool_id)
-            result = block.get("content")
-            if result is not None and not isinstance(result, str | list):
-                problems.append(f"{at}: tool_result content must be a string or a list")
-        if kind != "tool_result":
-            after_other = True
-    for tool_id in expected_ids:
-        if role == "user" and tool_id not in answered:
-            problems.append(f"{where}: no tool_result for tool_use {tool_id!r}")
-    return problems
+    return _typed(_merge_same_role(paired))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -459,8 +373,8 @@ def _validate_blocks(
 
 
 def prepare_history(
-    messages: list[Message], *, max_turns: int, context_window_tokens: int
-) -> list[Message]:
+    messages: Messages, *, max_turns: int, context_window_tokens: int
+) -> list[model.Message]:
     """Limit turns, prune tool results (with `prune_tool_results`' defaults), repair pairing:
     the history to send to the model."""
     limited = limit_turns(messages, max_turns)

@@ -23,7 +23,20 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agents.cancel import Cancelled, CancelToken
-from agents.model import Block, Message, ModelClient, ModelError, ModelRequest, Usage, text_of
+from agents.model import (
+    Block,
+    Message,
+    ModelClient,
+    ModelError,
+    ModelRequest,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+    text_block,
+    text_of,
+    tool_result_block,
+)
 from agents.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -88,7 +101,7 @@ class SteerInbox:
 @dataclass(slots=True)
 class RunRequest:
     session_key: str
-    system: list[Block]
+    system: list[TextBlock]
     history: list[Message]
     user_content: list[Block]
     tools: ToolRegistry
@@ -178,17 +191,21 @@ class AgentLoop:
             except Cancelled:
                 text = "".join(partial)
                 if text.strip():
-                    _append(conversation, new, {"role": "assistant", "content": [_text(text)]})
+                    _append(conversation, new, {"role": "assistant", "content": [text_block(text)]})
                 return result("cancelled", text, n=iteration)
             except ModelError as exc:
                 log.warning("model call failed: %s", exc)
                 return result("error", "", str(exc), iteration)
 
             usage.add(response.usage)
+            if response.model and response.model != model:
+                # A fallback answered: the rest of this turn stays with it.
+                log.info("model %s answered instead of %s", response.model, model)
+                model = response.model
             context_tokens = response.usage.context_tokens + response.usage.output_tokens
             content = [b for b in response.content if not _empty_text(b)]
             final_text = text_of(content)
-            tool_uses = [b for b in content if b.get("type") == "tool_use"]
+            tool_uses = [b for b in content if b["type"] == "tool_use"]
             await send(ModelCallFinished(iteration, final_text, len(tool_uses)))
             if content:
                 _append(conversation, new, {"role": "assistant", "content": content})
@@ -201,22 +218,23 @@ class AgentLoop:
                 return result("cancelled", final_text, n=iteration)
 
         note = MAX_ITERATIONS_NOTE.format(n=max_iterations)
-        _append(conversation, new, {"role": "assistant", "content": [_text(note)]})
+        _append(conversation, new, {"role": "assistant", "content": [text_block(note)]})
         return result("max_iterations", note, n=max_iterations)
 
     async def _run_tools(
-        self, calls: list[Block], request: RunRequest, send: EventSink
+        self, calls: list[ToolUseBlock], request: RunRequest, send: EventSink
     ) -> list[Block]:
-        async def one(call: Block) -> Block:
-            call_id, name = str(call.get("id", "")), str(call.get("name", ""))
-            args = call.get("input")
+        async def one(call: ToolUseBlock) -> ToolResultBlock:
+            call_id, name = call["id"], call["name"]
+            args: Any = call.get("input")
             if request.cancel.cancelled:
-                return _tool_result(call_id, CANCELLED_RESULT, True)
+                return tool_result_block(call_id, CANCELLED_RESULT, True)
             await send(ToolStarted(call_id, name, args if isinstance(args, dict) else {}))
             started = time.monotonic()
             outcome = await self._run_tool(name, args, request)
             await send(ToolFinished(call_id, name, outcome.is_error, time.monotonic() - started))
-            return _tool_result(call_id, self._cap(name, outcome.content), outcome.is_error)
+            content = self._cap(name, outcome.content) or "(empty)"
+            return tool_result_block(call_id, content, outcome.is_error)
 
         if len(calls) == 1:
             return [await one(calls[0])]
@@ -249,19 +267,8 @@ class AgentLoop:
         )
 
 
-def _text(text: str) -> Block:
-    return {"type": "text", "text": text}
-
-
 def _empty_text(block: Block) -> bool:
-    return block.get("type") == "text" and not str(block.get("text", "")).strip()
-
-
-def _tool_result(call_id: str, content: str, is_error: bool) -> Block:
-    block: Block = {"type": "tool_result", "tool_use_id": call_id, "content": content or "(empty)"}
-    if is_error:
-        block["is_error"] = True
-    return block
+    return block["type"] == "text" and not block["text"].strip()
 
 
 def _append(conversation: list[Message], new: list[Message], message: Message) -> None:
@@ -298,6 +305,7 @@ def _request_messages(conversation: list[Message]) -> list[Message]:
         return merged
     last = merged[-1]
     blocks = list(last["content"])
-    blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
+    marked: Any = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
+    blocks[-1] = marked
     merged[-1] = {"role": last["role"], "content": blocks}
     return merged

@@ -1,22 +1,131 @@
-"""What the loop needs from a model, independent of any SDK.
+"""What the loop needs from a model, independent of any SDK: the provider-neutral protocol.
 
-Messages are Anthropic-shaped dicts, always with a list of content blocks:
-`{"role": "user"|"assistant", "content": [{"type": "text", "text": ...}, ...]}`. Block types:
-`text`, `image` (base64 source), `tool_use` (`id`, `name`, `input`) and `tool_result`
-(`tool_use_id`, `content`, `is_error`). This is also the shape stored in SQLite.
+Content is typed blocks (`TextBlock`, `ImageBlock`, `ToolUseBlock`, `ToolResultBlock`, and
+`ThinkingBlock` that an Anthropic model may return and wants back): `TypedDict`s, so they are
+plain dicts at run time. A turn converts nothing: the same objects go to the Anthropic SDK,
+into SQLite as JSON (`dumps_content` / `loads_content`) and back. Other wire formats (Chat
+Completions) are produced by their provider from these blocks per request.
+
+A `ModelClient` streams one response for a `ModelRequest`, reporting text deltas to a
+callback as they arrive, and returns a `ModelResponse` with content blocks, a stop reason and
+`Usage`. It fails only with `ModelError`, whose `kind` classifies the failure and whose
+`retryable` says whether another attempt (or another model) may succeed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import json
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast
 
-Block = dict[str, Any]
-Message = dict[str, Any]
+Role = Literal["user", "assistant"]
+
+
+class CacheControl(TypedDict):
+    type: Literal["ephemeral"]
+
+
+class TextBlock(TypedDict):
+    type: Literal["text"]
+    text: str
+    cache_control: NotRequired[CacheControl]
+
+
+class ImageSource(TypedDict):
+    type: Literal["base64"]
+    media_type: str
+    data: str
+
+
+class ImageBlock(TypedDict):
+    type: Literal["image"]
+    source: ImageSource
+    cache_control: NotRequired[CacheControl]
+
+
+class ToolUseBlock(TypedDict):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any]
+    cache_control: NotRequired[CacheControl]
+
+
+class ToolResultBlock(TypedDict):
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: str | list[TextBlock | ImageBlock]
+    is_error: NotRequired[bool]
+    cache_control: NotRequired[CacheControl]
+
+
+class ThinkingBlock(TypedDict):
+    """`thinking` (with `thinking`, `signature`) or `redacted_thinking` (with `data`): kept
+    opaque and sent back to Anthropic as received; other kinds drop it."""
+
+    type: Literal["thinking", "redacted_thinking"]
+    thinking: NotRequired[str]
+    signature: NotRequired[str]
+    data: NotRequired[str]
+    cache_control: NotRequired[CacheControl]
+
+
+Block = TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock
+
+
+class Message(TypedDict):
+    role: Role
+    content: list[Block]
+
+
 TextCallback = Callable[[str], Awaitable[None]]
 
 
+# ---- constructors and readers (no copies: blocks are dicts) -------------------------------
+def text_block(text: str) -> TextBlock:
+    return {"type": "text", "text": text}
+
+
+def tool_result_block(tool_use_id: str, content: str, is_error: bool = False) -> ToolResultBlock:
+    block: ToolResultBlock = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+    if is_error:
+        block["is_error"] = True
+    return block
+
+
+def text_of(content: Iterable[Block]) -> str:
+    """The concatenated text blocks of a message's content."""
+    return "".join(b["text"] for b in content if b["type"] == "text")
+
+
+def tool_result_text(block: ToolResultBlock) -> str:
+    """A tool result's content as text (image parts become a short marker)."""
+    content = block.get("content", "")
+    if isinstance(content, str):
+        return content
+    parts = [p["text"] if p["type"] == "text" else "[image]" for p in content]
+    return "\n".join(parts)
+
+
+# ---- JSON (the store's format: exactly the blocks above) ----------------------------------
+def dumps_content(content: list[Block]) -> str:
+    """A message's content as the JSON text the store keeps."""
+    return json.dumps(content, ensure_ascii=False)
+
+
+def loads_content(raw: str) -> list[Block]:
+    """Content read back from the store. Only the shape is checked (a list of objects);
+    `agents.history.prepare_history` repairs anything else before a model sees it."""
+    data = json.loads(raw)
+    if isinstance(data, str):
+        return [text_block(data)]
+    if not isinstance(data, list):
+        raise ValueError(f"stored message content is {type(data).__name__}, not a list")
+    return cast(list[Block], [b for b in data if isinstance(b, dict)])
+
+
+# ---- usage, request, response --------------------------------------------------------------
 @dataclass(slots=True)
 class Usage:
     input_tokens: int = 0
@@ -40,8 +149,11 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
+    """One call. `model` is what the client was asked for: a bare name for a single-provider
+    client, `<provider>/<model>` for the router (`agents.providers.router`)."""
+
     model: str
-    system: list[Block]
+    system: list[TextBlock]
     messages: list[Message]
     tools: list[dict[str, Any]] = field(default_factory=list)
     max_tokens: int = 4096
@@ -53,16 +165,48 @@ class ModelResponse:
     content: list[Block]
     stop_reason: str
     usage: Usage
-    model: str = ""
+    model: str = ""  # the model that answered, in the form the request named it
+
+
+ErrorKind = Literal[
+    "overloaded",  # 529 / overloaded_error
+    "rate_limit",  # 429
+    "server",  # 5xx, 408, 409, retryable mid-stream errors
+    "timeout",
+    "unreachable",  # DNS failure, connection refused or reset before any answer
+    "auth",  # 401, 403
+    "not_found",  # 404: unknown model or endpoint
+    "bad_request",  # 400, 413, 422 ...
+    "billing",  # 402
+    "broken_stream",  # failed after text was delivered: never retried
+]
+
+# Failures another model (possibly of another provider) may not share.
+FALLBACK_KINDS: frozenset[str] = frozenset(
+    {"overloaded", "rate_limit", "server", "timeout", "unreachable", "not_found"}
+)
 
 
 class ModelError(Exception):
     """A model call failed for good. `str()` is a message fit to show a user."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        kind: ErrorKind = "bad_request",
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+        self.kind: ErrorKind = kind
+
+    @property
+    def may_fall_back(self) -> bool:
+        """Whether the turn may move on to a fallback model."""
+        return self.kind in FALLBACK_KINDS
 
 
 class ModelClient(Protocol):
@@ -76,7 +220,4 @@ class ModelClient(Protocol):
         self, request: ModelRequest, on_text: TextCallback | None = None
     ) -> ModelResponse: ...
 
-
-def text_of(content: list[Block]) -> str:
-    """The concatenated text blocks of a message's content."""
-    return "".join(b.get("text", "") for b in content if b.get("type") == "text")
+    async def aclose(self) -> None: ...

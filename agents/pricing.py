@@ -49,9 +49,9 @@ def price_for(model: str) -> Price:
     return SONNET
 
 
-def cost_usd(model: str, usage: Usage) -> float:
-    """What a call with this usage cost, in USD."""
-    price = price_for(model)
+def cost_usd(model: str, usage: Usage, price: Price | None = None) -> float:
+    """What a call with this usage cost, in USD (`price` overrides the table)."""
+    price = price or price_for(model)
     per_token_in = price.input / 1_000_000
     return (
         usage.input_tokens * per_token_in

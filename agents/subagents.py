@@ -1,8 +1,9 @@
-"""Sub-agents: the `spawn` tool and the `SubagentRunner` that runs children (DESIGN section 6).
+"""Sub-agents: the `SubagentRunner` that runs children (DESIGN section 6); the `spawn` tool that
+feeds it is `agents.spawn_tool`.
 
 A child runs the same `AgentLoop` in its own session (`agent:<id>:sub:<depth>:<spawnId>:
-<parentKey>`) with the minimal prompt and a restricted tool set: `cron`, `message` and
-`memory_*` always denied, then the `agent.subagents.tools` policy, and `spawn` removed at
+<parentKey>`) with the minimal prompt and a restricted tool set: `cron`, `message`,
+`memory_*`, `send_file` and `react` always denied, then the `agent.subagents.tools` policy, and `spawn` removed at
 `depth == max_depth`, so the depth limit holds by construction. What the runner needs from
 outside comes through two protocols the daemon implements: `ChildStore` (child session keys,
 saving a child's history, adding its usage to its ancestors) and `Announcer` (delivering a
@@ -38,7 +39,7 @@ from agents.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
 
-ALWAYS_DENIED: tuple[str, ...] = ("cron", "message", "memory_*")
+ALWAYS_DENIED: tuple[str, ...] = ("cron", "message", "memory_*", "send_file", "react")
 """Tools no sub-agent ever gets: scheduling, talking to people, and long-term memory."""
 
 SPAWN_TOOL = "spawn"
@@ -93,6 +94,7 @@ class _Child:
     token: CancelToken
     timeout_s: float
     detached: bool
+    model: str | None = None
     timed_out: bool = False
 
 
@@ -115,6 +117,7 @@ class SubagentRunner:
         agent_id: str,
         limits: SubagentLimits | None = None,
         timezone: str = "UTC",
+        model: str | None = None,
     ) -> None:
         self.loop = loop
         self.prompts = prompts
@@ -123,6 +126,7 @@ class SubagentRunner:
         self.agent_id = agent_id
         self.limits = limits or SubagentLimits()
         self.timezone = timezone
+        self.model = model  # None: a child uses its parent's model
         self._tools = ToolRegistry()
         self._slots = asyncio.Semaphore(self.limits.max_concurrent)
         self._per_run: OrderedDict[str, int] = OrderedDict()
@@ -206,6 +210,7 @@ class SubagentRunner:
             token=ctx.cancel.child(),
             timeout_s=self._timeout(timeout_s),
             detached=detached,
+            model=self.model or ctx.model,
         )
         self._children[child.key] = child
         log.info(
@@ -355,7 +360,7 @@ class SubagentRunner:
         runtime = RuntimeInfo(
             agent_id=self.agent_id,
             session_key=child.key,
-            model=self.loop.model,
+            model=child.model or self.loop.model,
             timezone=self.timezone,
             extra=f"You are sub-agent {child.label!r} (depth {child.depth}); your final "
             "answer is returned to the agent that started you, not shown to a person.",
@@ -373,8 +378,10 @@ class SubagentRunner:
                 origin=child.origin,
                 depth=child.depth,
                 run_id=run_id,
+                model=child.model,
             ),
             cancel=child.token,
+            model=child.model,
         )
 
 
@@ -393,69 +400,3 @@ def _outcome(child: _Child, result: RunResult) -> ToolResult:
 def _label(label: str, task: str) -> str:
     text = " ".join((label or task).split())
     return text if len(text) <= _LABEL_CHARS else text[: _LABEL_CHARS - 1] + "…"
-
-
-class SpawnTool:
-    """`spawn {task, label?, wait=true, timeout_s=300}`: delegate a task to a sub-agent."""
-
-    name = SPAWN_TOOL
-
-    def __init__(self, runner: SubagentRunner) -> None:
-        self.input_schema: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "task": {
-                    "type": "string",
-                    "description": "The complete instructions for the sub-agent.",
-                },
-                "label": {"type": "string", "description": "A short name for logs and results."},
-                "wait": {
-                    "type": "boolean",
-                    "description": "Wait for the result (true) or get it later (false).",
-                    "default": True,
-                },
-                "timeout_s": {
-                    "type": "number",
-                    "description": "Give up after this many seconds (default and maximum: the "
-                    "configured agent.subagents.timeout_s, 300 unless changed).",
-                },
-            },
-            "required": ["task"],
-        }
-        self.runner = runner
-        limits = runner.limits
-        self.description = (
-            "Start a sub-agent: a fresh worker with its own context and a reduced tool set, to "
-            "do one self-contained task (research, reading, drafting) and report back. Give it "
-            "everything it needs in `task`: it does not see this conversation or your memory. "
-            "Several spawn calls in one response run in parallel. With wait=true (default) its "
-            "final answer is this tool's result; with wait=false you get "
-            '{"status": "accepted", "spawnId": ...} at once and its result arrives later as a '
-            f"system message. At most {limits.max_children_per_run} sub-agents per turn; "
-            f"timeout {limits.timeout_s:g} s."
-        )
-
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        task = args.get("task")
-        if not isinstance(task, str) or not task.strip():
-            raise ToolError(
-                "spawn needs 'task': the sub-agent's instructions as a non-empty string"
-            )
-        label = args.get("label", "")
-        if not isinstance(label, str):
-            raise ToolError("spawn 'label' must be a string")
-        wait = args.get("wait", True)
-        if not isinstance(wait, bool):
-            raise ToolError("spawn 'wait' must be true or false")
-        timeout = args.get("timeout_s")
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-        ):
-            raise ToolError("spawn 'timeout_s' must be a positive number of seconds")
-        return await self.runner.spawn(
-            task,
-            ctx,
-            label=label,
-            wait=wait,
-            timeout_s=float(timeout) if timeout is not None else None,
-        )

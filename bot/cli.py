@@ -117,7 +117,7 @@ def _secrets(config: Config) -> list[str]:
     from channels.registry import secrets
 
     return [
-        config.providers.anthropic.api_key,
+        *(provider.api_key for _, provider in config.providers.items()),
         *secrets(config.channels),
         *mcp_secrets(config.mcp),
     ]

@@ -1,5 +1,5 @@
-"""Chat commands that never reach the model: /stop, /stopall, /new, /reset, /status, /help,
-/compact, /budget.
+"""Chat commands that never reach the model: /stop, /stopall, /new, /reset, /status, /model,
+/compact, /budget, /help.
 
 `parse_command(text)` recognises `/cmd` and `/cmd@botname` (any case) at the start of a
 message. `Commands.handle(name, key, inbound)` acts through the small `SessionControl`
@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bot.config import Config
+from bot.model_choice import ModelChoices
 from bot.sessions import SessionKey
 from bot.store import Store
 from channels.base import Inbound
 
-COMMANDS = ("stop", "stopall", "new", "reset", "status", "help", "compact", "budget")
+COMMANDS = ("stop", "stopall", "new", "reset", "status", "help", "compact", "model", "budget")
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@[A-Za-z0-9_]+)?(?:\s|$)")
 
 HELP = """\
@@ -31,6 +32,7 @@ Commands:
 /reset - clear this conversation's history
 /compact - summarise the conversation now to free context
 /status - model, usage and what is running
+/model - list models; /model <provider>/<model> switches this chat, /model default resets
 /budget - today's spend against the daily budget (/budget lift: owner only)
 /help - this list"""
 
@@ -77,9 +79,11 @@ class Commands:
         self._control = control
         self._store = store
         self._config = config
+        self.models = ModelChoices(store, config)
         self.budget: BudgetControl | None = None
 
     async def handle(self, name: str, key: SessionKey, inbound: Inbound | None = None) -> str:
+        text = inbound.text if inbound is not None else ""
         if name == "stop":
             return "Stopped." if self._control.stop_oldest(key) else "Nothing to stop."
         if name == "stopall":
@@ -99,10 +103,13 @@ class Commands:
             return await self._control.compact_now(key)
         if name == "status":
             return await self._status(key)
+        if name == "model":
+            argument = text.strip().partition(" ")[2]
+            return await self.models.command(str(key), argument)
         if name == "budget":
             if self.budget is None:
                 return "There is no daily budget (agent.budget.daily_usd is 0)."
-            argument = inbound.text.strip().partition(" ")[2] if inbound else ""
+            argument = text.strip().partition(" ")[2]
             return await self.budget.command(argument, is_owner=self._is_owner(inbound))
         return HELP
 
@@ -119,7 +126,11 @@ class Commands:
         info = self._control.lane_info(key)
         day_start = time.time() - (time.time() % 86400)
         today = await self._store.usage_since(day_start)
-        lines = [f"Model: {self._config.agent.model}"]
+        current = await self.models.current(str(key))
+        chosen = " (chosen with /model)" if await self.models.chosen(str(key)) else ""
+        lines = [f"Model: {current}{chosen}"]
+        if session is not None and session.model and session.model != current:
+            lines.append(f"Last answer from: {session.model} (fallback)")
         if session is not None:
             count = await self._store.count_messages(session.id)
             lines.append(

@@ -37,6 +37,8 @@ from bot.budget import BudgetConfig
 from bot.config_lenient import relax
 from bot.config_shape import MAX_NESTING, deeper_than, too_deep
 from bot.mcp_config import McpConfig
+from bot.media_config import MediaConfig
+from bot.model_config import ProvidersConfig, missing_key
 from bot.secret_refs import expand_secret_refs
 from channels.options import ChannelPolicy as ChannelPolicy  # re-exported: the access rules
 from channels.registry import ChannelsConfig, default_channels, validate_channels
@@ -110,6 +112,7 @@ class SubagentConfig(_Model):
     max_concurrent: int = Field(8, ge=1, le=64)
     timeout_s: float = Field(300, gt=0)
     tools: ToolPolicy = Field(default_factory=ToolPolicy)
+    model: str | None = None  # None: sub-agents use their parent chat's model
 
 
 class ExecConfig(_Model):
@@ -145,7 +148,8 @@ class WebFetchConfig(_Model):
 class AgentConfig(_Model):
     id: str = Field("main", pattern=r"^[A-Za-z0-9_.-]+$")
     model: str = DEFAULT_MODEL
-    fallback_models: list[str] = Field(default_factory=list)
+    fallback_models: list[str] = Field(default_factory=list)  # older name of `fallbacks`
+    fallbacks: list[str] = Field(default_factory=list)  # "<provider>/<model>", in order
     workspace: Path = Path("./workspace")
     timezone: str = "UTC"
     max_iterations: int = Field(20, ge=1, le=200)
@@ -181,16 +185,6 @@ def _check_timezone(value: str) -> None:
         raise ValueError(
             f"unknown timezone {value!r} (use an IANA name like Europe/Berlin)"
         ) from exc
-
-
-class AnthropicConfig(_Model):
-    api_key: str = ""
-    base_url: str = "https://api.anthropic.com"
-    timeout_s: float = Field(600, gt=0)
-
-
-class ProvidersConfig(_Model):
-    anthropic: AnthropicConfig = Field(default_factory=AnthropicConfig)
 
 
 class StoreConfig(_Model):
@@ -275,6 +269,7 @@ class Config(_Model):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     channels: ChannelsConfig = Field(default_factory=default_channels)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    media: MediaConfig = Field(default_factory=MediaConfig)
 
     # Where the file was read from; relative paths in it are resolved against its folder.
     source: Path | None = Field(None, exclude=True)
@@ -428,8 +423,5 @@ def load_config(
 
 def require_api_key(config: Config) -> None:
     """Refuse to start without a model API key, saying how to set one."""
-    if not config.providers.anthropic.api_key.strip():
-        raise ConfigError(
-            "providers.anthropic.api_key is empty: set ANTHROPIC_API_KEY (export "
-            "ANTHROPIC_API_KEY=sk-ant-..., or the EnvironmentFile of the systemd unit)"
-        )
+    if (problem := missing_key(config)) is not None:
+        raise ConfigError(problem)

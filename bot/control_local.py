@@ -12,11 +12,11 @@ import uuid
 
 from agents.loop import AgentLoop
 from agents.prompt import PromptBuilder
-from agents.provider import AnthropicClient
 from bot.budget import Budget
 from bot.config import Config, ConfigError, require_api_key
 from bot.control_ops import Reply, default_chat_key, socket_path, turn_reply
 from bot.lanes import Pending, Turn
+from bot.model_config import build_router
 from bot.sessions import SessionKey
 from bot.store import AlreadyRunning, Store, open_store
 from bot.toolbelt import build_tools
@@ -55,13 +55,7 @@ async def chat_standalone(config: Config, text: str, session: object) -> Reply:
 
 
 async def _run(config: Config, store: Store, key: SessionKey, text: str) -> Reply:
-    provider = config.providers.anthropic
-    client = AnthropicClient(
-        provider.api_key,
-        provider.base_url,
-        timeout=provider.timeout_s,
-        fallback_models=config.agent.fallback_models,
-    )
+    client = build_router(config)  # the daemon's provider routing, same models
     try:
         notice = await Budget(config.agent.budget, store).notice()
         if notice:

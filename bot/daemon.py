@@ -28,13 +28,15 @@ from typing import Any
 from agents.compaction import CompactionPolicy, Compactor
 from agents.loop import AgentLoop
 from agents.prompt import PromptBuilder
-from agents.provider import AnthropicClient
-from agents.subagents import SpawnTool, SubagentRunner
+from agents.providers.router import ModelRouter
+from agents.spawn_tool import SpawnTool
+from agents.subagents import SubagentRunner
 from agents.tools.base import ToolRegistry
 from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
 from bot.access import AccessControl
 from bot.budget import Budget
+from bot.chat_media import ChatMedia
 from bot.config import Config
 from bot.control_server import ControlServer, start_control
 from bot.gateway import Gateway
@@ -42,6 +44,7 @@ from bot.hardening import make_undumpable
 from bot.instances import InstanceBeacon
 from bot.mcp_host import McpHost
 from bot.message_targets import ChatMessenger
+from bot.model_config import build_router
 from bot.owner import policies
 from bot.owner_notices import install_guards
 from bot.scheduler import Scheduler
@@ -64,7 +67,7 @@ class Daemon:
         self._given_channels = channels
         self.store: Store | None = None
         self.gateway: Gateway | None = None
-        self.client: AnthropicClient | None = None
+        self.client: ModelRouter | None = None
         self.channels: dict[str, Channel] = {}
         self.tools = ToolRegistry()
         self.stopping = asyncio.Event()
@@ -110,13 +113,7 @@ class Daemon:
         copied = seed_workspace(config.workspace)
         if copied:
             log.info("workspace %s seeded with %s", config.workspace, ", ".join(copied))
-        provider = config.providers.anthropic
-        self.client = AnthropicClient(
-            provider.api_key,
-            provider.base_url,
-            timeout=provider.timeout_s,
-            fallback_models=config.agent.fallback_models,
-        )
+        self.client = build_router(config)
         agent_loop = AgentLoop(
             self.client,
             config.agent.model,
@@ -133,13 +130,20 @@ class Daemon:
         self.subagents, self.announcer = build_subagents(config, self.store, agent_loop, prompts)
         messenger = ChatMessenger(config, self.store, self.channels)
         self.scheduler = Scheduler(config, self.store)
+        media = ChatMedia(config, self.channels)
         self.tools = build_tools(
             config,
-            [SpawnTool(self.subagents), MessageTool(messenger), CronTool(self.scheduler)],
+            [
+                SpawnTool(self.subagents),
+                MessageTool(messenger),
+                CronTool(self.scheduler),
+                *media.tools(),
+            ],
             self.mcp.start(),
         )
         self.subagents.use_tools(self.tools)
         runner = TurnRunner(config, self.store, agent_loop, prompts, self.tools, self.channels)
+        runner.media = media
         access = AccessControl(self.store, policies(config, list(config.channels.all())))
         self.gateway = Gateway(config, self.store, runner, self.channels, access)
         compaction = config.agent.compaction
@@ -158,6 +162,7 @@ class Daemon:
         self.upkeep = SessionUpkeep(config, self.store, compactor, prompts)
         runner.add_usage_listener(self.upkeep.after_run)
         self.gateway.compactor = self.upkeep.compact_now
+        runner.models = self.upkeep.models = self.gateway.commands.models
         self.announcer.bind(self.gateway)
         self.gateway.cancel_children = self.subagents.cancel_children_of
         self.budget = install_guards(self)

@@ -1,9 +1,9 @@
 """`perch doctor`: check that everything Perch needs is in place, one line per check.
 
 Each check prints `OK` or `FAIL` with what it found and, on failure, what to do. It checks the
-config, the model API key and endpoint (a free `count_tokens` call), each enabled channel's
-credentials against its platform (the plug-in's `probe`), each enabled MCP server (it must
-start and list its tools), the database (opens, migrates, takes the write lock), the
+config, each model provider (`bot.doctor_models`: key accepted, model listed), each enabled
+channel's credentials against its platform (the plug-in's `probe`), each enabled MCP server
+(it must start and list its tools), the database (opens, migrates, takes the write lock), the
 workspace files, and the timezone. Exit code 0 when everything passed, 1 otherwise, 78 when
 the config itself cannot be read.
 """
@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 import httpx
 
 from bot.config import Config
+from bot.doctor_models import model_checks
 from bot.mcp_cli import doctor_checks as mcp_doctor_checks
 from bot.store import open_store, redact_url
 from bot.workspace import bootstrap_dir
@@ -49,11 +50,13 @@ class Check:
 async def run_checks(config: Config) -> list[Check]:
     checks: list[Check] = [Check(True, "config", f"{config.source} is valid")]
     async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as http:
-        probes: list[Callable[[], Awaitable[Check]]] = [lambda: _model(config, http)]
+        model_probe = asyncio.create_task(_models(config, http))
+        probes: list[Callable[[], Awaitable[Check]]] = []
         for name in config.channels.enabled():
             plugin, options = registry.get(name), config.channels.options(name)
             if plugin is not None and plugin.probe is not None and options is not None:
                 probes.append(partial(_channel, name, options, plugin.probe, http))
+        checks.extend(await model_probe)
         checks.extend(await asyncio.gather(*(probe() for probe in probes)))
     checks.extend(await mcp_doctor_checks(config))
     checks.append(await _database(config))
@@ -65,39 +68,8 @@ async def run_checks(config: Config) -> list[Check]:
     return checks
 
 
-async def _model(config: Config, http: httpx.AsyncClient) -> Check:
-    provider = config.providers.anthropic
-    if not provider.api_key:
-        return Check(False, "model", "no API key", "export ANTHROPIC_API_KEY=sk-ant-...")
-    url = provider.base_url.rstrip("/") + "/v1/messages/count_tokens"
-    body = {"model": config.agent.model, "messages": [{"role": "user", "content": "ping"}]}
-    headers = {"x-api-key": provider.api_key, "anthropic-version": "2023-06-01"}
-    try:
-        response = await http.post(url, json=body, headers=headers)
-    except httpx.HTTPError as exc:
-        return Check(
-            False,
-            "model",
-            f"{provider.base_url} unreachable ({type(exc).__name__})",
-            "check providers.anthropic.base_url and the network",
-        )
-    if response.status_code == 200:
-        return Check(True, "model", f"{config.agent.model} via {provider.base_url} answers")
-    if response.status_code in (401, 403):
-        return Check(False, "model", "the API key was rejected", "set a valid ANTHROPIC_API_KEY")
-    if response.status_code == 404:
-        return Check(
-            False,
-            "model",
-            f"model {config.agent.model!r} not found",
-            "set agent.model to a model your key can use",
-        )
-    return Check(
-        False,
-        "model",
-        f"{provider.base_url} answered HTTP {response.status_code}",
-        "try again later; check status.anthropic.com",
-    )
+async def _models(config: Config, http: httpx.AsyncClient) -> list[Check]:
+    return [Check(*result) for result in await model_checks(config, http)]
 
 
 async def _channel(

@@ -14,14 +14,13 @@ blocks it was saved with, in order.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from agents.model import Message, Usage
+from agents.model import Message, Usage, dumps_content, loads_content
 
 RunStatus = Literal["ok", "delivered", "error", "skipped", "missed"]
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -45,6 +44,7 @@ COPY_COLUMNS: dict[str, tuple[str, ...]] = {
                   "session_key", "deliver_to", "enabled", "created_at", "created_by",
                   "next_run_at", "last_run_at", "last_status", "last_error", "failures"),
     "cron_runs": ("id", "job_id", "started_at", "finished_at", "status", "detail"),
+    "session_models": ("session_key", "model", "updated_at"),
 }  # fmt: skip
 BOOL_COLUMNS = frozenset({("sessions", "archived"), ("cron_jobs", "enabled")})
 CopyRow = tuple[Any, ...]
@@ -220,6 +220,12 @@ class Store(Protocol):
 
     async def usage_since(self, since: float) -> Usage: ...
 
+    async def session_model(self, session_key: str) -> str:
+        """The model `/model` chose for this session key ("" = the configured default)."""
+
+    async def set_session_model(self, session_key: str, model: str) -> None:
+        """Keep `model` for this session key; "" forgets the choice."""
+
     # -- inbox ----------------------------------------------------------------------------
 
     async def inbox_add(
@@ -334,11 +340,14 @@ class Store(Protocol):
 
 def encode_message(message: Message) -> tuple[str, str]:
     """(role, JSON content) as stored; the one place that knows the stored shape."""
-    return message["role"], json.dumps(message["content"], ensure_ascii=False)
+    return message["role"], dumps_content(message["content"])
 
 
 def decode_message(role: str, content: str) -> Message:
-    return {"role": role, "content": json.loads(content)}
+    return {
+        "role": "assistant" if role == "assistant" else "user",
+        "content": loads_content(content),
+    }
 
 
 def redact_url(url: str) -> str:

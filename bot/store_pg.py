@@ -29,7 +29,11 @@ log = logging.getLogger(__name__)
 
 POOL_SIZE = 10
 # the key each table is dumped in (the order rows were written, where there is an id)
-_ORDER = {"pairing": "channel, code", "approved_senders": "channel, sender_id"}
+_ORDER = {
+    "pairing": "channel, code",
+    "approved_senders": "channel, sender_id",
+    "session_models": "session_key",
+}
 _IDENTITY = ("messages", "inbox", "usage", "cron_runs")
 CONNECT_TIMEOUT = 10.0
 

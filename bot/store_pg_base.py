@@ -135,6 +135,14 @@ MIGRATIONS: list[str] = [
         detail TEXT NOT NULL DEFAULT '{}'
     );
     """,
+    # 3: the model a chat chose with /model
+    """
+    CREATE TABLE session_models (
+        session_key TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    );
+    """,
 ]
 
 

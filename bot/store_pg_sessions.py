@@ -206,6 +206,27 @@ class PostgresSessions(PostgresBase):
             await conn.execute("DELETE FROM messages WHERE session_id = $1", session.id)
         return True
 
+    async def session_model(self, session_key: str) -> str:
+        async with self._pool.acquire() as conn:
+            value = await conn.fetchval(
+                "SELECT model FROM session_models WHERE session_key = $1", session_key
+            )
+        return str(value) if value is not None else ""
+
+    async def set_session_model(self, session_key: str, model: str) -> None:
+        async with self._pool.acquire() as conn:
+            if model:
+                await conn.execute(
+                    "INSERT INTO session_models (session_key, model, updated_at) "
+                    "VALUES ($1, $2, $3) ON CONFLICT (session_key) DO UPDATE "
+                    "SET model = excluded.model, updated_at = excluded.updated_at",
+                    session_key,
+                    model,
+                    time.time(),
+                )
+            else:
+                await conn.execute("DELETE FROM session_models WHERE session_key = $1", session_key)
+
     async def usage_since(self, since: float) -> Usage:
         row = await self._pool.fetchrow(
             "SELECT COALESCE(sum(input_tokens),0), COALESCE(sum(output_tokens),0), "

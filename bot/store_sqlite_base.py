@@ -131,6 +131,14 @@ MIGRATIONS: list[str] = [
         detail TEXT NOT NULL DEFAULT '{}'
     );
     """,
+    # 4: the model a chat chose with /model
+    """
+    CREATE TABLE session_models (
+        session_key TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    """,
 ]
 
 

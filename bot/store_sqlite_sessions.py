@@ -212,6 +212,24 @@ class SQLiteSessions(SQLiteBase):
             )
         return True
 
+    async def session_model(self, session_key: str) -> str:
+        rows = await self._db.execute_fetchall(
+            "SELECT model FROM session_models WHERE session_key = ?", (session_key,)
+        )
+        return next((str(r[0]) for r in rows), "")
+
+    async def set_session_model(self, session_key: str, model: str) -> None:
+        async with self._transaction() as db:
+            if model:
+                await db.execute(
+                    "INSERT INTO session_models (session_key, model, updated_at) VALUES (?, ?, ?)"
+                    " ON CONFLICT(session_key) DO UPDATE SET model = excluded.model,"
+                    " updated_at = excluded.updated_at",
+                    (session_key, model, time.time()),
+                )
+            else:
+                await db.execute("DELETE FROM session_models WHERE session_key = ?", (session_key,))
+
     async def usage_since(self, since: float) -> Usage:
         rows = await self._db.execute_fetchall(
             "SELECT COALESCE(sum(input_tokens),0), COALESCE(sum(output_tokens),0), "

@@ -163,5 +163,6 @@ def build_subagents(
         agent_id=config.agent.id,
         limits=subagent_limits(config),
         timezone=config.agent.timezone,
+        model=config.agent.subagents.model,
     )
     return runner, announcer

@@ -25,10 +25,12 @@ from agents.model import Block, Message
 from agents.pricing import context_window
 from agents.prompt import PromptBuilder, PromptMode, RuntimeInfo
 from agents.tools.base import ToolContext, ToolRegistry
+from bot.chat_media import ChatMedia
 from bot.config import Config
 from bot.delivery import TurnReply
 from bot.lanes import Pending, Turn
 from bot.logs import run_id_var, session_var
+from bot.model_choice import ModelChoices
 from bot.routing import encode_chat
 from bot.sessions import SessionKey
 from bot.store import SessionRow, Store
@@ -80,6 +82,8 @@ class TurnRunner:
         self.channels = channels
         self.window = config.agent.context_window or context_window(config.agent.model)
         self.after_run: list[SessionListener] = []
+        self.media: ChatMedia | None = None  # attachments in, files and reactions out
+        self.models: ModelChoices | None = None  # /model choices; None: always agent.model
 
     async def run(
         self, key: SessionKey, turn: Turn, chat: ChatRef | None, mode: PromptMode = "full"
@@ -89,7 +93,16 @@ class TurnRunner:
         if chat is not None and channel is None:
             log.error("no channel %r for session %s", chat.channel, key)
             return TurnOutcome(None, False)
-        text, images = _user_text(key, turn.items)
+        items = turn.items
+        if self.media is not None:
+            items, notices = await self.media.prepare(turn.items)
+            if channel is not None and chat is not None:
+                for notice in notices:
+                    await channel.send(Outbound(chat, notice))
+            if not items:
+                await self.media.settle(item.inbound for item in turn.items)
+                return TurnOutcome(None, bool(notices) and channel is not None)
+        text, images = _user_text(key, items)
         user_content: list[Block] = [*images, {"type": "text", "text": text}]
         if not all(item.system for item in turn.items):
             guard = self.config.agent.guard
@@ -99,7 +112,15 @@ class TurnRunner:
                     await channel.send(Outbound(chat, BLOCKED_REPLY))
                 return TurnOutcome(None, channel is not None, blocked=True)
             user_content = [*images, {"type": "text", "text": verdict.text}]
-        return await self.run_content(key, turn, chat, user_content, channel=channel, mode=mode)
+        if self.media is None:
+            return await self.run_content(key, turn, chat, user_content, channel=channel, mode=mode)
+        last = items[-1]
+        self.media.begin(turn.run_id, None if last.system else last.inbound)
+        try:
+            return await self.run_content(key, turn, chat, user_content, channel=channel, mode=mode)
+        finally:
+            self.media.end(turn.run_id)
+            await self.media.settle(item.inbound for item in (*turn.items, *turn.steered))
 
     async def run_content(
         self,
@@ -137,10 +158,11 @@ class TurnRunner:
         session = await self.store.session(str(key))
         stored = await self.store.messages(session.id)
         history = self._history(session, stored)
+        chosen = await self.models.chosen(str(key)) if self.models is not None else ""
         runtime = RuntimeInfo(
             agent_id=self.config.agent.id,
             session_key=str(key),
-            model=self.config.agent.model,
+            model=chosen or self.config.agent.model,
             timezone=self.config.agent.timezone,
             chat_hint=registry.capabilities(chat.channel).chat_hint if chat else "",
         )
@@ -157,9 +179,11 @@ class TurnRunner:
                 origin=origin if origin is not None else _origin(chat),
                 depth=key.depth,
                 run_id=turn.run_id,
+                model=chosen or None,
             ),
             cancel=turn.cancel,
             steer=turn.steer,
+            model=chosen or None,
         )
         started = time.perf_counter()
         async with AsyncExitStack() as stack:
@@ -181,9 +205,10 @@ class TurnRunner:
             )
             delivered = await _deliver(result, reply)
         log.info(
-            "turn %s in %.2fs, %d iterations, %d+%d tokens, $%.4f",
+            "turn %s in %.2fs by %s, %d iterations, %d+%d tokens, $%.4f",
             result.status,
             time.perf_counter() - started,
+            result.model,
             result.iterations,
             result.usage.input_tokens,
             result.usage.output_tokens,

@@ -18,6 +18,7 @@ from agents.model import ModelError
 from agents.prompt import PromptBuilder, RuntimeInfo
 from agents.tools.base import ToolContext
 from bot.config import Config
+from bot.model_choice import ModelChoices
 from bot.sessions import SessionKey
 from bot.store import Store
 from bot.turns import SessionState
@@ -35,6 +36,7 @@ class SessionUpkeep:
         self.prompts = prompts
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.models: ModelChoices | None = None  # a session's /model choice compacts it too
 
     async def after_run(self, session: SessionState) -> None:
         if session.key in self._busy:
@@ -85,10 +87,12 @@ class SessionUpkeep:
         session = await self.store.session(key)
         rows = await self.store.messages_with_ids(session.id)
         messages = [m for _, m in rows]
+        chosen = await self.models.chosen(key) if self.models is not None else ""
+        model = chosen or self.config.agent.model
         runtime = RuntimeInfo(
             agent_id=self.config.agent.id,
             session_key=key,
-            model=self.config.agent.model,
+            model=model,
             timezone=self.config.agent.timezone,
         )
         result = await self.compactor.compact(
@@ -96,14 +100,17 @@ class SessionUpkeep:
             session.summary,
             system=self.prompts.build("minimal", runtime),
             context=ToolContext(
-                workspace=self.config.workspace, session_key=key, depth=SessionKey.parse(key).depth
+                workspace=self.config.workspace,
+                session_key=key,
+                depth=SessionKey.parse(key).depth,
+                model=chosen or None,
             ),
         )
         if result is None:
             return 0
         upto_id = rows[result.summarised - 1][0]
         removed = await self.store.compact(session.id, result.summary, upto_id)
-        await self.store.add_usage(key, result.usage, model=self.config.agent.model)
+        await self.store.add_usage(key, result.usage, model=model)
         log.info(
             "compacted %s: %d messages summarised (memory flush %s)",
             key,

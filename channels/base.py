@@ -50,6 +50,24 @@ class Image:
 
 
 @dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file sent to the bot that is not an image the model looks at: a voice note or audio
+    file (`kind="audio"`), or any other document (`kind="file"`).
+
+    The adapter downloads it within its `max_file_bytes`; `data` is None when it did not
+    (over that cap, or the download failed: `size` is the size the platform declared, if
+    any). `duration_s` is the platform's figure for audio, when it gives one.
+    """
+
+    kind: Literal["audio", "file"]
+    name: str
+    media_type: str
+    data: bytes | None
+    size: int | None = None
+    duration_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Inbound:
     """One message from a platform, normalised.
 
@@ -66,6 +84,7 @@ class Inbound:
     sender_name: str = ""
     mentioned: bool = False
     images: tuple[Image, ...] = ()
+    attachments: tuple[Attachment, ...] = ()
     received_at: float = field(default_factory=time.time)
 
 
@@ -78,6 +97,40 @@ class Outbound:
 
 
 InboundHandler = Callable[[Inbound], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundFile:
+    """A file for a chat: sent as a photo when `as_photo` (the platform has photos and it is
+    an image), else as a document; `caption` is plain text shown with it."""
+
+    chat: ChatRef
+    name: str
+    media_type: str
+    data: bytes
+    caption: str = ""
+    as_photo: bool = False
+
+
+class Refused(Exception):
+    """The platform refused a file or reaction; the message says why, in the platform's words."""
+
+
+@runtime_checkable
+class FileSender(Protocol):
+    """A channel that can send files (see `Capabilities.max_upload_bytes`)."""
+
+    async def send_file(self, out: OutboundFile) -> None: ...
+
+
+@runtime_checkable
+class Reactor(Protocol):
+    """A channel that can react to a message (`author`: who wrote it, for platforms that
+    address messages by author and time). `remove` takes the bot's `emoji` back off."""
+
+    async def react(
+        self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False
+    ) -> None: ...
 
 
 def image_too_large(limit: int, size: int | None = None) -> str:

@@ -70,6 +70,8 @@ class ChannelPolicy(ChannelOptions):
     mention_patterns: list[str] = Field(default_factory=list)
     streaming: Literal["off", "partial"] = "partial"
     max_image_bytes: int = Field(5_000_000, ge=1_000)
+    max_file_bytes: int = Field(20_000_000, ge=1_000)  # voice notes and documents received
+    ack_reaction: str = ""  # e.g. "👀": put on a message when it arrives, off once answered
 
     def owner_ids(self) -> tuple[str, ...]:
         return tuple(i for i in self.allow_from if i != "*")

@@ -28,11 +28,15 @@ class Capabilities:
     `max_len` is the most one message may hold, measured in `length_unit` (Telegram and
     Signal count UTF-16 code units, so most emoji count twice). `chat_hint` is the line the
     system prompt gets about formatting when a run answers on this platform.
+    `max_upload_bytes` is the largest file the bot may send (0: it cannot send files);
+    `photos` says images can go as photos rather than documents.
     """
 
     can_edit: bool = False
     can_type: bool = False
     can_react: bool = False
+    max_upload_bytes: int = 0
+    photos: bool = False
     max_len: int = 4000
     length_unit: Literal["chars", "utf16"] = "chars"
     chat_hint: str = ""

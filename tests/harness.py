@@ -1,7 +1,8 @@
 """A whole daemon in-process for tests: real config, store, loop, gateway; fake wires.
 
 `running_daemon(tmp_path, fake, channels, **overrides)` writes a config.yaml into
-`tmp_path` (the model pointed at the fake Anthropic server), starts `Daemon` with the given
+`tmp_path` (the model pointed at the fake server: Anthropic, or Chat Completions through
+`tests.model_backends.OpenAIView`), starts `Daemon` with the given
 channels, yields it, and stops it. `overrides` are dotted config keys, e.g.
 `{"agent.queue.mode": "steer"}`.
 """
@@ -19,6 +20,7 @@ from bot.config import Config, load_config
 from bot.daemon import Daemon
 from channels.base import Channel
 from tests.fakes.anthropic import FakeAnthropic
+from tests.model_backends import OpenAIView, provider_settings
 
 
 def make_config(tmp_path: Path, base_url: str, overrides: dict[str, Any] | None = None) -> Config:
@@ -44,11 +46,13 @@ def make_config(tmp_path: Path, base_url: str, overrides: dict[str, Any] | None 
 @asynccontextmanager
 async def running_daemon(
     tmp_path: Path,
-    fake: FakeAnthropic,
+    fake: FakeAnthropic | OpenAIView,
     channels: dict[str, Channel],
     overrides: dict[str, Any] | None = None,
 ) -> AsyncIterator[Daemon]:
-    config = make_config(tmp_path, fake.base_url, overrides)
+    model, providers = provider_settings(fake)
+    settings = {"agent.model": model, "providers": providers, **(overrides or {})}
+    config = make_config(tmp_path, fake.base_url, settings)
     daemon = Daemon(config, channels=channels)
     await daemon.start()
     try:

@@ -15,7 +15,9 @@ from bot.sessions import SessionKey
 from bot.store import Store
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
+from tests.fakes.openai import FakeOpenAI
 from tests.harness import running_daemon
+from tests.model_backends import KINDS, OpenAIView
 
 
 def msg(role: str, *blocks: dict[str, Any]) -> dict[str, Any]:
@@ -65,10 +67,16 @@ def test_transcript_shortens_tool_traffic() -> None:
     assert len(transcript) < 600
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeAnthropic]:
-    async with FakeAnthropic() as server:
-        yield server
+@pytest.fixture(params=KINDS)
+async def fake(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    """Both provider kinds: the Anthropic fake, or the Chat Completions one seen in the
+    Messages shape (a session's history survives either)."""
+    if request.param == "openai":
+        async with FakeOpenAI() as server:
+            yield OpenAIView(server)
+    else:
+        async with FakeAnthropic() as server:
+            yield server
 
 
 def scripted(body: dict[str, Any]) -> Reply:
@@ -84,7 +92,7 @@ def scripted(body: dict[str, Any]) -> Reply:
 
 
 async def test_a_long_conversation_compacts_itself_and_keeps_its_context(
-    tmp_path: Path, fake: FakeAnthropic
+    tmp_path: Path, fake: Any
 ) -> None:
     fake.default = scripted
     chan = MemoryChannel("console", account="local")
@@ -117,7 +125,7 @@ async def test_a_long_conversation_compacts_itself_and_keeps_its_context(
     assert chan.texts()[-1] == "echo: what is my cat called?"  # the flush's NO_REPLY was silent
 
 
-async def test_compact_command_summarises_on_demand(tmp_path: Path, fake: FakeAnthropic) -> None:
+async def test_compact_command_summarises_on_demand(tmp_path: Path, fake: Any) -> None:
     fake.default = scripted
     chan = MemoryChannel("console", account="local")
     async with running_daemon(tmp_path, fake, {"console": chan}) as daemon:

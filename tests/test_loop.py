@@ -1,4 +1,6 @@
-"""The agent loop end to end: real Anthropic SDK -> fake Messages API, real tools."""
+"""The agent loop end to end, real tools, against both provider kinds: the real Anthropic SDK
+-> fake Messages API, and the real openai SDK -> fake Chat Completions API (requests read
+back in the Messages shape through `tests.model_backends.OpenAIView`)."""
 
 from __future__ import annotations
 
@@ -20,10 +22,14 @@ from agents.loop import (
     ToolFinished,
     ToolStarted,
 )
-from agents.provider import AnthropicClient
+from agents.pricing import Price
+from agents.providers.anthropic import AnthropicClient
+from agents.providers.openai import OpenAIClient
 from agents.tools.base import ToolContext, ToolRegistry, ToolResult
 from agents.tools.files import file_tools
 from tests.fakes.anthropic import FakeAnthropic, Reply
+from tests.fakes.openai import FakeOpenAI
+from tests.model_backends import KINDS, OpenAIView
 
 
 class SlowTool:
@@ -74,15 +80,43 @@ class BigTool:
         return ToolResult("x" * 5000)
 
 
+Fake = Any  # FakeAnthropic, or FakeOpenAI seen as OpenAIView
+Client = AnthropicClient | OpenAIClient
+
+
+@pytest.fixture(params=KINDS)
+async def fake(request: pytest.FixtureRequest) -> AsyncIterator[Fake]:
+    if request.param == "openai":
+        async with FakeOpenAI() as server:
+            yield OpenAIView(server)
+    else:
+        async with FakeAnthropic() as server:
+            yield server
+
+
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeAnthropic]:
+async def client(fake: Fake) -> AsyncIterator[Client]:
+    c: Client
+    if isinstance(fake, OpenAIView):
+        prices = {"claude-sonnet-5-5": Price(0.5, 1.5)}  # configured prices give a cost
+        c = OpenAIClient(
+            "test-key", fake.base_url, backoff_base=0.01, max_attempts=3, prices=prices
+        )
+    else:
+        c = AnthropicClient("test-key", fake.base_url, backoff_base=0.01, max_attempts=3)
+    yield c
+    await c.aclose()
+
+
+@pytest.fixture
+async def afake() -> AsyncIterator[FakeAnthropic]:
     async with FakeAnthropic() as server:
         yield server
 
 
 @pytest.fixture
-async def client(fake: FakeAnthropic) -> AsyncIterator[AnthropicClient]:
-    c = AnthropicClient("test-key", fake.base_url, backoff_base=0.01, max_attempts=3)
+async def aclient(afake: FakeAnthropic) -> AsyncIterator[AnthropicClient]:
+    c = AnthropicClient("test-key", afake.base_url, backoff_base=0.01, max_attempts=3)
     yield c
     await c.aclose()
 
@@ -107,7 +141,7 @@ def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def test_multi_iteration_tool_turn_writes_and_reads_a_file(
-    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+    fake: Fake, client: Client, tmp_path: Path
 ) -> None:
     fake.queue(
         Reply.tool_use([("write_file", {"path": "notes.txt", "content": "buy milk"})]),
@@ -136,7 +170,7 @@ async def test_multi_iteration_tool_turn_writes_and_reads_a_file(
 
 
 async def test_parallel_tool_calls_keep_results_in_call_order(
-    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+    fake: Fake, client: Client, tmp_path: Path
 ) -> None:
     fake.queue(
         Reply.tool_use(
@@ -165,7 +199,7 @@ async def test_parallel_tool_calls_keep_results_in_call_order(
 
 
 async def test_unknown_tool_and_tool_exception_come_back_as_errors(
-    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+    fake: Fake, client: Client, tmp_path: Path
 ) -> None:
     fake.queue(
         Reply.tool_use([("nope", {}), ("broken", {})]),
@@ -181,7 +215,7 @@ async def test_unknown_tool_and_tool_exception_come_back_as_errors(
 
 
 async def test_oversized_tool_result_is_truncated_with_a_marker(
-    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+    fake: Fake, client: Client, tmp_path: Path
 ) -> None:
     fake.queue(Reply.tool_use([("big", {})]), Reply.text("ok"))
     loop = AgentLoop(client, "m", max_tool_result_chars=1000)
@@ -193,7 +227,7 @@ async def test_oversized_tool_result_is_truncated_with_a_marker(
 
 
 async def test_cancel_mid_tool_answers_every_call_and_keeps_history_valid(
-    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+    fake: Fake, client: Client, tmp_path: Path
 ) -> None:
     slow = SlowTool()
     fake.queue(Reply.tool_use([("slow", {}), ("echo", {"text": "quick"})]))
@@ -218,7 +252,7 @@ async def test_cancel_mid_tool_answers_every_call_and_keeps_history_valid(
 
 
 async def test_stream_broken_after_text_is_not_retried(
-    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+    fake: Fake, client: Client, tmp_path: Path
 ) -> None:
     fake.queue(Reply.stream_error(partial_text="Half an ans"), Reply.text("never asked"))
     loop = AgentLoop(client, "m")
@@ -229,7 +263,7 @@ async def test_stream_broken_after_text_is_not_retried(
 
 
 async def test_cancel_while_waiting_for_the_model_ends_cleanly(
-    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+    fake: Fake, client: Client, tmp_path: Path
 ) -> None:
     fake.queue(Reply.hang())
     cancel = CancelToken()
@@ -247,7 +281,7 @@ async def _ignore(event: Event) -> None:
 
 
 async def test_iteration_cap_ends_the_turn_with_a_note(
-    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+    fake: Fake, client: Client, tmp_path: Path
 ) -> None:
     fake.default = lambda body: Reply.tool_use([("echo", {"text": "again"})])
     loop = AgentLoop(client, "m", max_iterations=3)
@@ -259,19 +293,22 @@ async def test_iteration_cap_ends_the_turn_with_a_note(
 
 
 async def test_non_retryable_error_reaches_the_caller_as_a_clear_message(
-    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+    fake: Fake, client: Client, tmp_path: Path
 ) -> None:
     fake.queue(Reply.http_error(401, "authentication_error", "invalid x-api-key"))
     loop = AgentLoop(client, "m")
     result = await loop.run(request(tmp_path, ToolRegistry()))
     assert result.status == "error"
-    assert "ANTHROPIC_API_KEY" in result.error
+    assert "rejected the API key (401)" in result.error
+    assert (
+        "ANTHROPIC_API_KEY" if isinstance(client, AnthropicClient) else "api_key"
+    ) in result.error
     assert len(fake.requests) == 1
     assert [m["role"] for m in result.new_messages] == ["user"]
 
 
 async def test_retry_then_success_is_invisible_to_the_loop(
-    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+    fake: Fake, client: Client, tmp_path: Path
 ) -> None:
     fake.queue(Reply.http_error(529, "overloaded_error"), Reply.text("fine"))
     loop = AgentLoop(client, "m")
@@ -280,7 +317,7 @@ async def test_retry_then_success_is_invisible_to_the_loop(
 
 
 async def test_steering_messages_join_the_next_model_call(
-    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+    fake: Fake, client: Client, tmp_path: Path
 ) -> None:
     slow = SlowTool()
     fake.queue(Reply.tool_use([("slow", {})]), Reply.text("noted both"))
@@ -299,15 +336,15 @@ async def test_steering_messages_join_the_next_model_call(
 
 
 async def test_history_and_system_prompt_reach_the_model_with_cache_breakpoints(
-    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+    afake: FakeAnthropic, aclient: AnthropicClient, tmp_path: Path
 ) -> None:
     history = [
         {"role": "user", "content": [{"type": "text", "text": "my name is Ada"}]},
         {"role": "assistant", "content": [{"type": "text", "text": "Hello Ada"}]},
     ]
-    loop = AgentLoop(client, "m")
+    loop = AgentLoop(aclient, "m")
     await loop.run(request(tmp_path, ToolRegistry(), "who am I?", history=history))
-    body = fake.requests[0]
+    body = afake.requests[0]
     assert [m["content"][0]["text"] for m in body["messages"]] == [
         "my name is Ada",
         "Hello Ada",
@@ -318,14 +355,14 @@ async def test_history_and_system_prompt_reach_the_model_with_cache_breakpoints(
 
 
 async def test_a_history_ending_with_a_user_message_is_merged_not_doubled(
-    fake: FakeAnthropic, client: AnthropicClient, tmp_path: Path
+    afake: FakeAnthropic, aclient: AnthropicClient, tmp_path: Path
 ) -> None:
     history = [
         {"role": "user", "content": [{"type": "text", "text": "earlier, unanswered"}]},
     ]
-    loop = AgentLoop(client, "m")
+    loop = AgentLoop(aclient, "m")
     result = await loop.run(request(tmp_path, ToolRegistry(), "now", history=history))
-    sent = fake.requests[0]["messages"]
+    sent = afake.requests[0]["messages"]
     assert [m["role"] for m in sent] == ["user"]
     assert [b["text"] for b in sent[0]["content"]] == ["earlier, unanswered", "now"]
     assert result.new_messages[0]["content"] == [{"type": "text", "text": "now"}]

@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 
 from agents.model import ModelError, ModelRequest, ModelResponse, Usage
 from agents.pricing import Price, context_window, cost_usd, price_for
-from agents.provider import AnthropicClient, backoff_delay, parse_retry_after
+from agents.providers.anthropic import AnthropicClient
+from agents.providers.retry import backoff_delay, parse_retry_after
+from agents.providers.router import ModelRouter
 from tests.fakes.anthropic import FakeAnthropic, Reply
 
 KEY = "sk-ant-test-secret-123"
@@ -53,14 +55,17 @@ async def fake() -> AsyncIterator[FakeAnthropic]:
 
 
 @pytest.fixture
-async def make_client() -> AsyncIterator[Callable[..., AnthropicClient]]:
+async def make_client() -> AsyncIterator[Callable[..., Any]]:
     clients: list[AnthropicClient] = []
 
-    def build(base_url: str, **kw: Any) -> AnthropicClient:
+    def build(base_url: str, **kw: Any) -> Any:
         kw.setdefault("backoff_base", 0.001)
         kw.setdefault("backoff_cap", 0.01)
+        fallbacks = kw.pop("fallback_models", None)
         client = AnthropicClient(kw.pop("api_key", KEY), base_url, **kw)
         clients.append(client)
+        if fallbacks is not None:  # fallbacks are the router's job
+            return ModelRouter({"anthropic": client}, fallbacks=fallbacks)
         return client
 
     yield build
@@ -295,7 +300,7 @@ async def test_retries_are_logged_without_the_api_key(
     fake.queue(Reply.http_error(529, "overloaded_error"), Reply.text("ok"))
     with caplog.at_level(logging.DEBUG):
         await make_client(fake.base_url, max_attempts=4).complete(request())
-    retries = [r for r in caplog.records if r.name == "agents.provider"]
+    retries = [r for r in caplog.records if r.name == "agents.providers.retry"]
     assert [r.levelno for r in retries] == [logging.WARNING]
     assert "attempt 1/4" in retries[0].getMessage()
     assert "529" in retries[0].getMessage()
@@ -573,9 +578,9 @@ def test_retry_after_parsing_never_raises_nor_goes_negative(value: str, millis: 
 
 def test_importing_the_provider_does_not_import_the_sdk() -> None:
     code = (
-        "import sys, agents.provider; "
-        "agents.provider.AnthropicClient('k'); "
-        "sys.exit(1 if 'anthropic' in sys.modules else 0)"
+        "import sys, agents.providers.anthropic as a, agents.providers.openai as o; "
+        "a.AnthropicClient('k'); o.OpenAIClient('k'); "
+        "sys.exit(1 if 'anthropic' in sys.modules or 'openai' in sys.modules else 0)"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=30)
     assert result.returncode == 0, result.stderr.decode()

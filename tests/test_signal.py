@@ -308,8 +308,14 @@ async def test_oversized_images_are_dropped_with_a_note(fake: FakeSignal) -> Non
             "three files",
             "[image too large: 2.5 MB, limit 1 MB]",
             "[image too large: over 1 MB, limit 1 MB]",
-            "[attachment not shown: doc.pdf.bin (application/pdf)]",
         ]
+        (pdf,) = message.attachments  # documents travel on as attachments (bot/ reads them)
+        assert (pdf.kind, pdf.name, pdf.media_type, pdf.data) == (
+            "file",
+            "doc.pdf.bin",
+            "application/pdf",
+            b"%PDF",
+        )
         assert not fake.requests_to("GET", "/v1/attachments/big-1.png")
     finally:
         await harness.channel.stop()
@@ -463,9 +469,9 @@ async def test_typing_indicator_is_refreshed_and_stopped_even_on_error(bot: Harn
     assert bot.fake.requests[-1].method == "DELETE"
 
 
-async def test_react_posts_a_reaction(bot: Harness) -> None:
+async def test_react_posts_a_reaction_and_remove_deletes_it(bot: Harness) -> None:
     chat = ChatRef("signal", bot.fake.number, "dm", ALICE)
-    await bot.channel.react(chat, ALICE, 1234, "👍")
+    await bot.channel.react(chat, f"{ALICE}:1234", ALICE, "👍")
     [request] = bot.fake.requests_to("POST", f"/v1/reactions/{bot.fake.number}")
     assert request.body == {
         "recipient": ALICE,
@@ -473,6 +479,9 @@ async def test_react_posts_a_reaction(bot: Harness) -> None:
         "target_author": ALICE,
         "timestamp": 1234,
     }
+    await bot.channel.react(chat, f"{ALICE}:1234", ALICE, "👍", remove=True)
+    [removed] = bot.fake.requests_to("DELETE", f"/v1/reactions/{bot.fake.number}")
+    assert removed.body == request.body
 
 
 async def test_read_receipts_are_sent_when_enabled(fake: FakeSignal) -> None:

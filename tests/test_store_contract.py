@@ -673,3 +673,14 @@ async def test_concurrent_claims_never_hand_out_a_row_twice(backend: Backend) ->
     finally:
         await two.close()
         await one.close()
+
+
+async def test_one_model_choice_per_session_key(store: Store) -> None:
+    assert await store.session_model("k") == ""
+    await store.set_session_model("k", "local/qwen3:8b")
+    await store.set_session_model("k", "local/phi4")
+    await store.set_session_model("other", "claude-haiku-4-5")
+    assert await store.session_model("k") == "local/phi4"
+    await store.set_session_model("k", "")
+    assert await store.session_model("k") == ""
+    assert await store.session_model("other") == "claude-haiku-4-5"

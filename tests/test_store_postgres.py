@@ -25,6 +25,7 @@ from bot.doctor import run_checks
 from bot.store import AlreadyRunning as StoreAlreadyRunning
 from bot.store import InstanceRow, open_store
 from bot.store_pg_base import INSTANCE_LOCK
+from bot.store_pg_base import MIGRATIONS as PG_MIGRATIONS
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import make_config, running_daemon
@@ -95,7 +96,7 @@ async def test_doctor_checks_the_connection_and_schema_without_showing_the_passw
     checks = {c.name: c for c in await run_checks(config)}
     database = checks["database"]
     assert database.ok, database.line()
-    assert database.detail.endswith("writable, schema 2")
+    assert database.detail.endswith(f"writable, schema {len(PG_MIGRATIONS)}")
     assert "s3cret" not in database.line() and "postgres:***@" in database.detail
 
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from agents.subagents import SpawnTool, SubagentStatus
+from agents.spawn_tool import SpawnTool
+from agents.subagents import SubagentStatus
 from agents.tools.base import ToolContext, ToolError
 from bot.daemon import Daemon
 from bot.sessions import SessionKey

@@ -165,3 +165,18 @@ async def test_appended_notes_are_found_by_search(tmp_path: Path) -> None:
     await append.run({"text": "Passport expires in June 2027"}, ctx_for(tmp_path))
     found = await search.run({"query": "passport june"}, ctx_for(tmp_path))
     assert found.content == "memory/2026-05-01.md:3: - 12:00 Passport expires in June 2027"
+
+
+async def test_a_hard_link_in_memory_is_neither_searched_nor_appended_to(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    outside = tmp_path / "secret.txt"
+    outside.write_text("db password hunter2\n")
+    os.link(outside, ws / "memory/2026-01-02.md")
+    os.link(outside, ws / "MEMORY.md")
+    found = await MemorySearchTool().run({"query": "hunter2"}, ctx_for(ws))
+    assert "password" not in found.content  # the linked line is never shown
+    tool = MemoryAppendTool(clock=FakeClock(datetime(2026, 1, 2, 8, 0, tzinfo=TZ)))
+    with pytest.raises(ToolError, match="hard links"):
+        await tool.run({"text": "appended by a hostile model"}, ctx_for(ws))
+    assert outside.read_text() == "db password hunter2\n"

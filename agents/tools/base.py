@@ -32,7 +32,8 @@ class ToolContext:
 
     `origin` is an opaque string naming the chat the run serves (the gateway's business; tools
     such as `cron` store it so results go back there). `depth` is 0 for a top-level run and
-    n for a sub-agent n levels down. `run_id` groups calls made by one run.
+    n for a sub-agent n levels down. `run_id` groups calls made by one run. `model` is the
+    model the run was started with (None: the agent's default); sub-agents inherit it.
     """
 
     workspace: Path
@@ -41,6 +42,7 @@ class ToolContext:
     origin: str | None = None
     depth: int = 0
     run_id: str = ""
+    model: str | None = None
 
 
 class Tool(Protocol):

@@ -57,6 +57,33 @@ def os_problem(exc: OSError, shown: str, action: str) -> ToolError:
 
 def read_text(workspace: Path, parts: Sequence[str], shown: str, max_bytes: int) -> str:
     """The file's text; refuses non-regular, hard-linked, oversized, binary, non-UTF-8 files."""
+    data = read_bytes(
+        workspace,
+        parts,
+        shown,
+        max_bytes,
+        too_big="look at it with exec (head, grep) if exec is enabled",
+        tool="read_file",
+    )
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        raise ToolError(f"{shown} looks like a binary file; read_file only reads text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"{shown} is not UTF-8 text; read_file only reads text") from None
+
+
+def read_bytes(
+    workspace: Path,
+    parts: Sequence[str],
+    shown: str,
+    max_bytes: int,
+    *,
+    too_big: str = "",
+    tool: str = "this tool",
+) -> bytes:
+    """The file's bytes, opened beneath the workspace without following symlinks; refuses
+    non-regular, hard-linked and oversized files (`too_big` says what to do instead)."""
     with workspace_fd(workspace) as root:
         try:
             fd = open_beneath(root, parts, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -77,20 +104,34 @@ def read_text(workspace: Path, parts: Sequence[str], shown: str, max_bytes: int)
                 "workspace; refused (copy its content into a new file if it is yours)"
             )
         if st.st_size > max_bytes:
+            hint = f"; {too_big}" if too_big else ""
             raise ToolError(
-                f"{shown} is {st.st_size:,} bytes, over the {max_bytes:,}-byte cap of read_file; "
-                "look at it with exec (head, grep) if exec is enabled"
+                f"{shown} is {st.st_size:,} bytes, over the {max_bytes:,}-byte cap of {tool}{hint}"
             )
         try:
             data = fh.read(max_bytes + 1)
         except OSError as exc:
             raise os_problem(exc, shown, "read") from None
-    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
-        raise ToolError(f"{shown} looks like a binary file; read_file only reads text")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ToolError(f"{shown} is not UTF-8 text; read_file only reads text") from None
+    if len(data) > max_bytes:
+        raise ToolError(f"{shown} grew past the {max_bytes:,}-byte cap of {tool} while read")
+    return data
+
+
+def open_regular(workspace: Path, parts: Sequence[str], shown: str, flags: int) -> int:
+    """A descriptor of the regular file at `parts`, opened beneath the workspace without
+    following symlinks (`flags` e.g. O_RDONLY or O_WRONLY | O_APPEND); refuses anything that
+    is not a regular file with exactly one hard link. The caller closes it."""
+    with workspace_fd(workspace) as root:
+        try:
+            fd = open_beneath(root, parts, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as exc:
+            raise os_problem(exc, shown, "open") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        os.close(fd)
+        why = "is not a regular file" if not stat.S_ISREG(st.st_mode) else "has several hard links"
+        raise ToolError(f"{shown} {why}, so it may not be a workspace file; refused")
+    return fd
 
 
 def write_atomic(workspace: Path, parts: Sequence[str], shown: str, data: bytes) -> None:

@@ -3,7 +3,9 @@
 
 Dates and times come from the injectable `clock` (local time by default). Search order:
 `MEMORY.md` first (curated long-term facts), then `memory/*.md` newest first (by modification
-time, then name). Paths go through `resolve_in_workspace`, so a `memory/` symlink out is refused.
+time, then name). Paths go through `resolve_in_workspace`, so a `memory/` symlink out is refused,
+and files are opened beneath the workspace descriptor without following symlinks; a memory
+file with several hard links (which could name any file of the daemon's user) is refused.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolResult
+from agents.tools.file_io import open_regular
 from agents.tools.files import resolve_in_workspace
 
 Clock = Callable[[], datetime]
@@ -52,11 +55,13 @@ def _bullet(text: str, now: datetime) -> str:
     return f"- {now:%H:%M} {body}\n"
 
 
-def _append(real: Path, heading: str, bullet: str) -> None:
+def _append(workspace: Path, real: Path, heading: str, bullet: str) -> None:
     real.parent.mkdir(parents=True, exist_ok=True)
     if not real.exists() and _create_with(real, f"{heading}\n\n{bullet}"):
         return
-    fd = os.open(real, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+    shown = real.relative_to(workspace.resolve()).as_posix()
+    parts = real.relative_to(workspace.resolve()).parts
+    fd = open_regular(workspace, parts, shown, os.O_WRONLY | os.O_APPEND)
     try:
         # One write on an O_APPEND descriptor: concurrent appenders never interleave mid-line.
         os.write(fd, bullet.encode("utf-8"))
@@ -115,7 +120,9 @@ class MemoryAppendTool:
         rel = f"memory/{now:%Y-%m-%d}.md"
         real = resolve_in_workspace(ctx.workspace, rel)
         try:
-            await asyncio.to_thread(_append, real, f"# {now:%Y-%m-%d}", _bullet(text, now))
+            await asyncio.to_thread(
+                _append, ctx.workspace, real, f"# {now:%Y-%m-%d}", _bullet(text, now)
+            )
         except OSError as exc:
             raise ToolError(f"cannot append to {rel} ({exc.strerror})") from None
         return ToolResult(f"Saved to {rel}")
@@ -154,9 +161,10 @@ def _search(workspace: Path, terms: list[str]) -> list[_Hit]:
     hits: list[_Hit] = []
     for shown, real in _memory_files(workspace):
         try:
-            with open(real, "rb") as fh:
+            parts = real.relative_to(workspace.resolve()).parts
+            with os.fdopen(open_regular(workspace, parts, shown, os.O_RDONLY), "rb") as fh:
                 data = fh.read(MAX_FILE_BYTES)
-        except OSError:
+        except (OSError, ToolError, ValueError):
             continue
         text = data.decode("utf-8", errors="replace")
         for number, line in enumerate(text.splitlines(), start=1):

@@ -39,6 +39,8 @@ from channels.base import (
     FinalOnlyStream,
     InboundHandler,
     Outbound,
+    OutboundFile,
+    Refused,
     ReplyStream,
 )
 from channels.reconnect import Backoff, connect_until_up
@@ -124,6 +126,7 @@ class SignalChannel:
             self._sender.sent,
             channel=self.name,
             max_image_bytes=options.max_image_bytes,
+            max_file_bytes=options.max_file_bytes,
             send_read_receipts=options.send_read_receipts,
         )
         self._version_warned = False
@@ -328,15 +331,28 @@ class SignalChannel:
     def reply_stream(self, chat: ChatRef) -> ReplyStream:
         return FinalOnlyStream(self.send, chat)
 
-    async def react(self, chat: ChatRef, target_author: str, timestamp: int, emoji: str) -> None:
-        """React with `emoji` to the message `(target_author, timestamp)` in `chat`."""
-        await self._api.expect_ok(
-            "POST",
-            f"/v1/reactions/{self.account}",
-            {
-                "recipient": chat.chat_id,
-                "reaction": emoji,
-                "target_author": target_author,
-                "timestamp": timestamp,
-            },
-        )
+    async def send_file(self, out: OutboundFile) -> None:
+        """An attachment (base64 in `/v2/send`), the caption as its text."""
+        await self._sender.send_file(out)
+
+    async def react(
+        self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False
+    ) -> None:
+        """React with `emoji` to the message `message_id` ("<author>:<timestamp>") in `chat`,
+        or take that reaction back (`remove`). Raises `Refused` when the service says no."""
+        parsed = parse_message_id(message_id)
+        if parsed is None:
+            raise Refused(f"{message_id!r} is not a Signal message id")
+        try:
+            await self._api.expect_ok(
+                "DELETE" if remove else "POST",
+                f"/v1/reactions/{self.account}",
+                {
+                    "recipient": chat.chat_id,
+                    "reaction": emoji,
+                    "target_author": parsed[0],
+                    "timestamp": parsed[1],
+                },
+            )
+        except SignalApiError as exc:
+            raise Refused(f"Signal: {exc}") from None

@@ -1,6 +1,6 @@
 """Receive frames from signal-cli-rest-api turned into `Inbound`: data messages from others
 only, group ids resolved through `GET /v1/groups`, mentions and quotes of the bot detected,
-images downloaded within the size limit, and the optional read receipt.
+images downloaded within the size limit, voice notes and documents within `max_file_bytes`, and the optional read receipt.
 """
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Container, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
-from channels.base import ChatKind, ChatRef, Image, Inbound, image_too_large
+from channels.base import Attachment, ChatKind, ChatRef, Image, Inbound, image_too_large
 from channels.signal.api import SMALL_REQUEST_TIMEOUT, SignalApi, SignalApiError
 from channels.signal.text import (
     format_message_id,
@@ -41,6 +41,7 @@ class SignalNormaliser:
         *,
         channel: str,
         max_image_bytes: int,
+        max_file_bytes: int = 20_000_000,
         send_read_receipts: bool,
     ) -> None:
         self._api = api
@@ -48,6 +49,7 @@ class SignalNormaliser:
         self._sent = sent
         self._channel = channel
         self._max_image_bytes = max_image_bytes
+        self._max_file_bytes = max_file_bytes
         self._send_read_receipts = send_read_receipts
         self._groups: dict[str, str] = {}
         self._groups_refreshed = 0.0
@@ -132,7 +134,7 @@ class SignalNormaliser:
             mentioned = True
         text = normalise_command(text)
 
-        images, notes = await self._download_images(attachments)
+        images, files, notes = await self._download_attachments(attachments)
         if notes:
             text = "\n".join([text, *notes]) if text else "\n".join(notes)
 
@@ -145,6 +147,7 @@ class SignalNormaliser:
             sender_name=str(envelope.get("sourceName") or ""),
             mentioned=mentioned,
             images=tuple(images),
+            attachments=tuple(files),
         )
 
     def _is_bot_mention(self, mention: Mapping[str, Any]) -> bool:
@@ -157,17 +160,18 @@ class SignalNormaliser:
             return True
         return quote.get("id") in self._sent
 
-    async def _download_images(
+    async def _download_attachments(
         self, attachments: Sequence[Mapping[str, Any]]
-    ) -> tuple[list[Image], list[str]]:
+    ) -> tuple[list[Image], list[Attachment], list[str]]:
         images: list[Image] = []
+        files: list[Attachment] = []
         notes: list[str] = []
         limit = self._max_image_bytes
         for attachment in attachments:
             media_type = str(attachment.get("contentType") or "").lower()
             name = str(attachment.get("filename") or attachment.get("id") or "file")
             if not media_type.startswith("image/"):
-                notes.append(f"[attachment not shown: {name} ({media_type or 'unknown type'})]")
+                files.append(await self._attachment(attachment, name, media_type))
                 continue
             if media_type not in SUPPORTED_IMAGE_TYPES:
                 notes.append(f"[image in unsupported format {media_type}: {name}]")
@@ -190,7 +194,24 @@ class SignalNormaliser:
                 notes.append(image_too_large(limit))
                 continue
             images.append(Image(media_type, data))
-        return images, notes
+        return images, files, notes
+
+    async def _attachment(
+        self, attachment: Mapping[str, Any], name: str, media_type: str
+    ) -> Attachment:
+        """A voice note, audio file or document, downloaded within `max_file_bytes`."""
+        size = attachment.get("size") if isinstance(attachment.get("size"), int) else None
+        attachment_id = attachment.get("id")
+        data = None
+        if attachment_id and (size is None or size <= self._max_file_bytes):
+            try:
+                data = await self._api.download(str(attachment_id), self._max_file_bytes)
+            except SignalApiError as exc:
+                log.warning("downloading a Signal attachment failed: %s", exc)
+        kind: Literal["audio", "file"] = "audio" if media_type.startswith("audio/") else "file"
+        if kind == "audio" and "." not in name:
+            name = "voice." + (media_type.split("/", 1)[1].split(";")[0] or "aac")
+        return Attachment(kind, name, media_type or "application/octet-stream", data, size)
 
     async def maybe_send_read_receipt(self, inbound: Inbound) -> None:
         """Mark `inbound` read, when the options ask for read receipts (failures are logged)."""

@@ -57,6 +57,7 @@ PLUGIN = ChannelPlugin(
         can_edit=False,
         can_type=True,
         can_react=True,
+        max_upload_bytes=100_000_000,
         max_len=4000,
         length_unit="utf16",
         chat_hint="You are replying in Signal. Bold, italic, strikethrough and monospace render; "

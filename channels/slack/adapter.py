@@ -43,11 +43,13 @@ from channels.base import (
     FinalOnlyStream,
     InboundHandler,
     Outbound,
+    OutboundFile,
     ReplyStream,
 )
 from channels.reconnect import Backoff, connect_until_up
 from channels.slack.delivery import TYPING_STATUS, SlackDelivery, SlackDeliveryError
 from channels.slack.inbound import SlackInbound
+from channels.slack.media import SlackMedia
 from channels.slack.options import SlackOptions
 from channels.slack.socket import (
     CONNECTED,
@@ -119,6 +121,7 @@ class SlackChannel:
         self._http_url: str | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._delivery = SlackDelivery(options, self._client)
+        self._media = SlackMedia(self._client, self._delivery.reply_thread)
         self._inbound = SlackInbound(
             self.name,
             options,
@@ -320,6 +323,14 @@ class SlackChannel:
     async def send(self, out: Outbound) -> None:
         """Deliver Markdown as mrkdwn chunks, in order, in the chat's thread."""
         await self._delivery.send(out)
+
+    async def send_file(self, out: OutboundFile) -> None:
+        await self._media.send_file(out)
+
+    async def react(
+        self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False
+    ) -> None:
+        await self._media.react(chat, message_id, author, emoji, remove=remove)
 
     def typing(self, chat: ChatRef) -> AbstractAsyncContextManager[None]:
         return self._delivery.typing(chat)

@@ -106,7 +106,7 @@ class SlackDelivery:
                 await self.post(out.chat, chunk)
 
     def typing(self, chat: ChatRef) -> AbstractAsyncContextManager[None]:
-        thread_ts = self._reply_thread(chat)
+        thread_ts = self.reply_thread(chat)
         if thread_ts is None or not self._typing_enabled:
             return contextlib.nullcontext()
 
@@ -137,7 +137,7 @@ class SlackDelivery:
                 error,
             )
 
-    def _reply_thread(self, chat: ChatRef) -> str | None:
+    def reply_thread(self, chat: ChatRef) -> str | None:
         if chat.thread_id:
             return chat.thread_id
         if chat.kind == "group" and chat.reply_to:
@@ -146,7 +146,7 @@ class SlackDelivery:
 
     def chat_lock(self, chat: ChatRef) -> AbstractAsyncContextManager[None]:
         """Hold the send turn of this chat's reply thread (one per chat and thread)."""
-        return self._turns.hold((chat.chat_id, self._reply_thread(chat) or ""))
+        return self._turns.hold((chat.chat_id, self.reply_thread(chat) or ""))
 
     def _render(self, markdown: str) -> str:
         try:
@@ -157,7 +157,7 @@ class SlackDelivery:
 
     async def post(self, chat: ChatRef, markdown: str) -> str:
         """Post one chunk; returns its ts. Callers hold the chat lock."""
-        thread_ts = self._reply_thread(chat)
+        thread_ts = self.reply_thread(chat)
         try:
             try:
                 response = await self._client.chat_postMessage(

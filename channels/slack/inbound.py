@@ -1,5 +1,6 @@
 """Slack events to `Inbound`: `message`/`app_mention` events and the slash command are
-filtered, deduplicated and normalised, their images downloaded and sender names looked up,
+filtered, deduplicated and normalised, their images, voice clips and documents downloaded and
+sender names looked up,
 and handed on in arrival order per chat.
 
 Decisions:
@@ -24,14 +25,22 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.base import ChatKind, ChatRef, Image, Inbound, InboundHandler, image_too_large
+from channels.base import (
+    Attachment,
+    ChatKind,
+    ChatRef,
+    Image,
+    Inbound,
+    InboundHandler,
+    image_too_large,
+)
 from channels.slack.options import SlackOptions
 from channels.slack.text import normalise_slack_text, slack_error_code
 
@@ -186,7 +195,7 @@ class SlackInbound:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._inbound_tail[chat_id] = done
         try:
-            images, notes = await self._collect_files(arrival.files)
+            images, attachments, notes = await self._collect_files(arrival.files)
             name = arrival.sender_name or await self._sender_name(arrival.sender_id)
             text = "\n".join(part for part in (arrival.text, *notes) if part)
             if previous is not None:
@@ -204,6 +213,7 @@ class SlackInbound:
                     sender_name=name,
                     mentioned=arrival.mentioned,
                     images=tuple(images),
+                    attachments=tuple(attachments),
                 )
             )
         finally:
@@ -211,15 +221,18 @@ class SlackInbound:
             if self._inbound_tail.get(chat_id) is done:
                 del self._inbound_tail[chat_id]
 
-    async def _collect_files(self, files: list[dict[str, Any]]) -> tuple[list[Image], list[str]]:
+    async def _collect_files(
+        self, files: list[dict[str, Any]]
+    ) -> tuple[list[Image], list[Attachment], list[str]]:
         images: list[Image] = []
+        attachments: list[Attachment] = []
         notes: list[str] = []
         cap = self._options.max_image_bytes
         for file in files:
             name = str(file.get("name") or file.get("title") or "file")
             mimetype = str(file.get("mimetype") or "")
             if not mimetype.startswith("image/"):
-                notes.append(f"[file attached: {name}, not passed on]")
+                attachments.append(await self._attachment(file, name, mimetype))
                 continue
             if mimetype not in _IMAGE_TYPES:
                 notes.append(f"[image type not supported: {mimetype}]")
@@ -237,7 +250,20 @@ class SlackInbound:
                 notes.append(note)
             else:
                 images.append(Image(mimetype, data))
-        return images, notes
+        return images, attachments, notes
+
+    async def _attachment(self, file: dict[str, Any], name: str, mimetype: str) -> Attachment:
+        """A voice clip, audio file or document, downloaded within `max_file_bytes`."""
+        cap = self._options.max_file_bytes
+        size = file.get("size") if isinstance(file.get("size"), int) else None
+        duration_ms = file.get("duration_ms")
+        duration = duration_ms / 1000 if isinstance(duration_ms, int | float) else None
+        kind: Literal["audio", "file"] = "audio" if mimetype.startswith("audio/") else "file"
+        url = file.get("url_private_download") or file.get("url_private")
+        data = None
+        if isinstance(url, str) and url and (size is None or size <= cap):
+            data, _ = await self._download(url, cap)
+        return Attachment(kind, name, mimetype or "application/octet-stream", data, size, duration)
 
     async def _download(self, url: str, cap: int) -> tuple[bytes | None, str]:
         if not self._may_carry_token(url):

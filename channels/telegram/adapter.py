@@ -7,7 +7,7 @@ in `text`, the registry's view of the platform in `plugin`.
 
 Decisions: `account` is the bot's numeric id (the token's part before ":", as getMe says);
 answers quote the triggering message in groups only; `/cmd@otherbot` in a group is dropped;
-messages without text, caption or image (stickers, voice) are dropped; status turns "up" again
+messages without text, caption, image, voice, audio or document (stickers) are dropped; status turns "up" again
 when a long poll completes (at most `poll_timeout` s after recovery); stop() cancels handlers
 still running, so the daemon should stop channels after its runs have finished."""
 
@@ -36,6 +36,7 @@ from channels.base import (
     FinalOnlyStream,
     InboundHandler,
     Outbound,
+    OutboundFile,
     ReplyStream,
 )
 from channels.chunking import split_markdown
@@ -44,6 +45,7 @@ from channels.reconnect import Backoff, connect_until_up
 from channels.telegram.delivery import MAX_RETRY_AFTER, TelegramSender
 from channels.telegram.errors import TelegramDeliveryError, describe_error
 from channels.telegram.inbound import TelegramReader
+from channels.telegram.media import TelegramMedia
 from channels.telegram.options import TelegramOptions
 from channels.telegram.polling import ObservedRequest
 from channels.telegram.redaction import LOGGER_NAME, SecretRedactor, library_loggers
@@ -85,6 +87,7 @@ class TelegramChannel:
         self._redactor = SecretRedactor([options.token, options.webhook_secret])
         self._sender = TelegramSender(options, self._redactor, lambda: self._app)
         self._reader = TelegramReader(options, self._sender, self._redactor)
+        self._media = TelegramMedia(options, self._sender, self._redactor)
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._on_message: InboundHandler | None = None
         self._status = ChannelStatus(self.name, False, "not started")
@@ -362,6 +365,14 @@ class TelegramChannel:
         await self._sender.send_chunks(
             out.chat, split_markdown(out.text, self._opt.chunk_limit, measure=utf16_len), True
         )
+
+    async def send_file(self, out: OutboundFile) -> None:
+        await self._media.send_file(out)
+
+    async def react(
+        self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False
+    ) -> None:
+        await self._media.react(chat, message_id, author, emoji, remove=remove)
 
     # -- typing and streaming -------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 Owns `TelegramReader`: the filter (chat kinds, our own messages, commands for other bots),
 and normalising a message (mentions stripped, a reply to the bot counts as a mention, forum
-topics as threads, images downloaded through the sender within `max_image_bytes`). The
+topics as threads, images downloaded through the sender within `max_image_bytes`, voice notes
+and documents through `media`). The
 adapter hands it the bot's current username; everything else comes in at construction.
 """
 
@@ -14,6 +15,7 @@ from telegram import Message
 
 from channels.base import ChatRef, Image, Inbound, image_too_large
 from channels.telegram.delivery import TelegramSender
+from channels.telegram.media import TelegramMedia
 from channels.telegram.options import TelegramOptions
 from channels.telegram.redaction import LOGGER_NAME, SecretRedactor
 from channels.telegram.text import (
@@ -35,6 +37,7 @@ class TelegramReader:
         self._opt = options
         self._sender = sender
         self._redactor = redactor
+        self._media = TelegramMedia(options, sender, redactor)
 
     def wanted(self, message: Message, username: str) -> bool:
         """Whether a message is for us: a chat kind we serve, not our own, not a command
@@ -49,7 +52,11 @@ class TelegramReader:
             if target and target.lower() != username.lower():
                 return False  # a command for another bot in the same group
         return bool(
-            message.text or message.caption or message.photo or self._image_document(message)
+            message.text
+            or message.caption
+            or message.photo
+            or self._image_document(message)
+            or TelegramMedia.has_attachment(message)
         )
 
     async def normalise(self, message: Message, username: str) -> Inbound:
@@ -87,6 +94,7 @@ class TelegramReader:
             sender_name=(sender.full_name or sender.username or "") if sender else "",
             mentioned=mentioned,
             images=tuple(images),
+            attachments=tuple(await self._media.attachments(message)),
         )
 
     @staticmethod

@@ -91,6 +91,7 @@ class FakeSignal:
         app.router.add_route("PUT", "/v1/typing-indicator/{number}", self._no_content)
         app.router.add_route("DELETE", "/v1/typing-indicator/{number}", self._no_content)
         app.router.add_post("/v1/reactions/{number}", self._no_content)
+        app.router.add_route("DELETE", "/v1/reactions/{number}", self._no_content)
         app.router.add_post("/v1/receipts/{number}", self._no_content)
         app.router.add_get("/v1/attachments/{attachment}", self._attachment)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)

@@ -71,6 +71,7 @@ class FakeSlack:
         self.messages: dict[str, _Posted] = {}
         self.port = 0
         self._files: dict[str, tuple[bytes, str]] = {}
+        self.uploads: dict[str, tuple[str, bytes]] = {}  # file id -> (name, bytes posted)
         self._failures: dict[str, list[_Failure]] = {}
         self._holds: dict[str, asyncio.Event] = {}
         self._ts = itertools.count(1)
@@ -91,6 +92,7 @@ class FakeSlack:
         app.router.add_get("/api/{method}", self._api)
         app.router.add_get("/link/", self._link)
         app.router.add_get("/files/{name}", self._file)
+        app.router.add_post("/upload/{file_id}", self._upload)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port, reuse_address=True)
@@ -294,6 +296,31 @@ class FakeSlack:
 
     async def _m_assistant_threads_setStatus(self, _: dict[str, Any]) -> dict[str, Any]:
         return {}
+
+    async def _m_files_getUploadURLExternal(self, params: dict[str, Any]) -> dict[str, Any]:
+        file_id = f"FUP{len(self.uploads) + 1:03d}"
+        self.uploads[file_id] = (str(params.get("filename")), b"")
+        return {"upload_url": f"http://127.0.0.1:{self.port}/upload/{file_id}", "file_id": file_id}
+
+    async def _m_files_completeUploadExternal(self, params: dict[str, Any]) -> dict[str, Any]:
+        files = params.get("files")
+        listed = json.loads(files) if isinstance(files, str) else files or []
+        return {"files": [{"id": f["id"], "title": f.get("title", "")} for f in listed]}
+
+    async def _m_reactions_add(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    async def _m_reactions_remove(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"]
+        data = await request.read()
+        await self._record(SlackCall("upload:" + file_id, {}, dict(request.headers)))
+        if file_id not in self.uploads:
+            return web.Response(status=404)
+        self.uploads[file_id] = (self.uploads[file_id][0], data)
+        return web.Response(text="OK - " + str(len(data)))
 
     async def _m_users_info(self, params: dict[str, Any]) -> dict[str, Any]:
         user = str(params.get("user"))

@@ -34,6 +34,7 @@ _JSON_KEYS = {
     "caption_entities",
     "allowed_updates",
     "link_preview_options",
+    "reaction",
 }
 _INT_KEYS = {"chat_id", "message_id", "message_thread_id", "offset", "limit", "timeout"}
 
@@ -50,6 +51,15 @@ class Call:
     @property
     def ok(self) -> bool:
         return self.status == 200
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file sent to the fake in a multipart request."""
+
+    filename: str
+    content_type: str
+    data: bytes
 
 
 @dataclass
@@ -292,7 +302,11 @@ class FakeTelegram:
             params.update(body or {})
         elif request.can_read_body:
             form = await request.post()
-            params.update({k: v for k, v in form.items() if isinstance(v, str)})
+            for k, v in form.items():
+                if isinstance(v, str):
+                    params[k] = v
+                else:  # an uploaded file (multipart): its name, type and bytes
+                    params[k] = Upload(v.filename, v.content_type, v.file.read())
         return {k: _decode(k, v) for k, v in params.items()}
 
     async def _api(self, request: web.Request) -> web.Response:
@@ -391,6 +405,55 @@ class FakeTelegram:
         message["message_id"] = params["message_id"]
         message["edit_date"] = int(time.time())
         return message
+
+    def _m_sendDocument(self, params: dict[str, Any]) -> dict[str, Any]:
+        message = self._m_sendMessage(params)
+        upload = params.get("document")
+        name = upload.filename if isinstance(upload, Upload) else str(upload)
+        message["document"] = {"file_id": f"doc-{name}", "file_unique_id": "u", "file_name": name}
+        return message
+
+    def _m_sendPhoto(self, params: dict[str, Any]) -> dict[str, Any]:
+        message = self._m_sendMessage(params)
+        message["photo"] = [{"file_id": "p", "file_unique_id": "u", "width": 1, "height": 1}]
+        return message
+
+    def _m_setMessageReaction(self, params: dict[str, Any]) -> bool:
+        return True
+
+    def voice(
+        self, data: bytes, *, user_id: int = 42, duration: int = 3, caption: str | None = None
+    ) -> dict[str, Any]:
+        """Push a DM voice note whose file (`getFile` + download) serves `data`."""
+        file_id = f"voice-{len(self._files)}"
+        self.add_file(file_id, data, f"voice/{file_id}.oga")
+        extra: dict[str, Any] = {
+            "voice": {
+                "file_id": file_id,
+                "file_unique_id": f"u-{file_id}",
+                "duration": duration,
+                "mime_type": "audio/ogg",
+                "file_size": len(data),
+            }
+        }
+        if caption is not None:
+            extra["caption"] = caption
+        return self.dm(None, user_id=user_id, **extra)
+
+    def document(
+        self, data: bytes, name: str, mime_type: str, *, user_id: int = 42, size: int | None = None
+    ) -> dict[str, Any]:
+        """Push a DM document; `size` overrides the size Telegram declares."""
+        file_id = f"doc-{len(self._files)}"
+        self.add_file(file_id, data, f"documents/{file_id}")
+        document = {
+            "file_id": file_id,
+            "file_unique_id": f"u-{file_id}",
+            "file_name": name,
+            "mime_type": mime_type,
+            "file_size": len(data) if size is None else size,
+        }
+        return self.dm(None, user_id=user_id, document=document)
 
     def _m_getFile(self, params: dict[str, Any]) -> dict[str, Any]:
         file_id = str(params["file_id"])

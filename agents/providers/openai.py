@@ -1,0 +1,278 @@
+"""Any Chat Completions endpoint as a `ModelClient` (OpenAI, OpenRouter, Ollama, vLLM ...).
+
+`OpenAIClient` runs on the official `openai` SDK's `AsyncOpenAI` (imported on first use, in
+a worker thread) with `max_retries=0`; the shared policy (`agents.providers.retry`) retries.
+It streams with `stream_options.include_usage` (usage arrives in a last chunk with no
+choices), rebuilds tool calls from their pieces, and reads only `delta.content` as text:
+reasoning fields some servers add (`reasoning_content`, `reasoning`) never reach a chat.
+Cost comes from the provider's configured prices; a model without one costs 0 (local).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import itertools
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from agents.model import Block, ModelError, ModelRequest, ModelResponse, TextCallback, Usage
+from agents.pricing import Price, cost_usd
+from agents.providers.openai_wire import (
+    FINISH_REASONS,
+    ToolCallAccumulator,
+    to_chat_messages,
+    to_chat_tools,
+)
+from agents.providers.retry import (
+    RETRYABLE_STATUSES,
+    BrokenAfterText,
+    Failure,
+    GaveUp,
+    RetryPolicy,
+    Sleep,
+    StreamCut,
+    broken_error,
+    final_error,
+    parse_retry_after,
+)
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+NON_RETRYABLE_STREAM_ERRORS = frozenset({"invalid_request_error", "authentication_error"})
+_call_ids = itertools.count(1)
+
+
+def _unreachable(exc: BaseException | None) -> bool:
+    import httpx2
+
+    while exc is not None:
+        if isinstance(exc, httpx2.ConnectError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _error_fields(body: object) -> tuple[str | None, str | None]:
+    """(type or code, message) of an OpenAI-style error body."""
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return None, None
+    kind = error.get("type") or error.get("code")
+    message = error.get("message")
+    return (str(kind) if kind else None), (str(message) if message else None)
+
+
+def classify(exc: BaseException) -> Failure | None:
+    """Map an `openai` SDK/transport exception to a `Failure` (None: not a model API error)."""
+    import httpx2
+    import openai
+
+    if isinstance(exc, StreamCut):
+        return Failure("connection", message="stream ended early", retryable=True)
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        error_type, message = _error_fields(exc.body)
+        retryable = status in RETRYABLE_STATUSES or status >= 500
+        return Failure(
+            "status",
+            status=status,
+            error_type=error_type,
+            message=(message or exc.message)[:500],
+            retryable=retryable,
+            retry_after=parse_retry_after(exc.response.headers),
+        )
+    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+        return Failure("timeout", message=type(exc).__name__, retryable=True)
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__
+        detail = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
+        return Failure(
+            "connection", message=detail[:300], retryable=True, unreachable=_unreachable(cause)
+        )
+    if isinstance(exc, openai.APIError):  # an error object inside the stream
+        error_type, message = _error_fields(exc.body)
+        return Failure(
+            "stream",
+            status=200,
+            error_type=error_type or "error",
+            message=(message or exc.message)[:500],
+            retryable=error_type not in NON_RETRYABLE_STREAM_ERRORS,
+        )
+    if isinstance(exc, httpx2.TransportError):
+        return Failure(
+            "connection",
+            message=f"{type(exc).__name__}: {exc}"[:300],
+            retryable=True,
+            unreachable=_unreachable(exc),
+        )
+    return None
+
+
+class OpenAIClient:
+    """A Chat Completions provider, streaming, with retries. `name` is its config key."""
+
+    kind = "openai"
+
+    def __init__(
+        self,
+        api_key: str,
+        base_url: str | None = None,
+        *,
+        name: str = "openai",
+        timeout: float = 600,
+        max_attempts: int = 8,
+        backoff_base: float = 2.0,
+        backoff_cap: float = 60.0,
+        retry_after_cap: float = 120.0,
+        unreachable_budget_s: float = 30.0,
+        prices: Mapping[str, Price] | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
+        self.name = name
+        self._api_key = api_key or "none"  # local servers take any key; the SDK wants one
+        self._base_url = base_url or DEFAULT_BASE_URL
+        self._timeout = timeout
+        self._prices = dict(prices or {})
+        self.policy = RetryPolicy(
+            classify,
+            max_attempts=max_attempts,
+            backoff_base=backoff_base,
+            backoff_cap=backoff_cap,
+            retry_after_cap=retry_after_cap,
+            unreachable_budget_s=unreachable_budget_s,
+            sleep=sleep,
+        )
+        self._client: AsyncOpenAI | None = None
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAIClient(name={self.name!r}, base_url={self._base_url!r})"
+
+    def _sdk(self) -> AsyncOpenAI:
+        if self._client is None:
+            from openai import AsyncOpenAI
+
+            self._client = AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=self._base_url,
+                max_retries=0,
+                timeout=self._timeout,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+    async def complete(
+        self, request: ModelRequest, on_text: TextCallback | None = None
+    ) -> ModelResponse:
+        if self._client is None:
+            await asyncio.to_thread(importlib.import_module, "openai")
+        try:
+            return await self.policy.call(
+                f"{self.name}/{request.model}", lambda: self._stream_once(request, on_text)
+            )
+        except BrokenAfterText as exc:
+            raise broken_error(exc.failure) from exc.__cause__
+        except GaveUp as exc:
+            raise self._error(exc, request.model) from exc.__cause__
+
+    def _error(self, gave_up: GaveUp, model: str) -> ModelError:
+        return final_error(
+            gave_up,
+            f"{self.name}/{model}",
+            where=self._base_url,
+            setting=f"providers.{self.name}.base_url",
+            key_env=f"providers.{self.name}.api_key",
+            timeout=self._timeout,
+        )
+
+    async def _stream_once(
+        self, request: ModelRequest, on_text: TextCallback | None
+    ) -> ModelResponse:
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "messages": to_chat_messages(request.system, request.messages),
+            "max_tokens": request.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            kwargs["tools"] = to_chat_tools(request.tools)
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        texts: list[str] = []
+        calls = ToolCallAccumulator()
+        finish: str | None = None
+        raw_usage: Any = None
+        answered_by = request.model
+        sent_text = False
+        try:
+            stream = await self._sdk().chat.completions.create(**kwargs)
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    raw_usage = chunk.usage
+                if chunk.model:
+                    answered_by = chunk.model
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if delta is not None:
+                        if delta.content:
+                            texts.append(delta.content)
+                            if on_text is not None:
+                                sent_text = True
+                                await on_text(delta.content)
+                        for piece in delta.tool_calls or ():
+                            calls.add(piece)
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+            if finish is None:
+                raise StreamCut("stream ended without a finish_reason")
+        except Exception as exc:
+            failure = classify(exc) if sent_text else None
+            if failure is not None:
+                raise BrokenAfterText(failure) from exc
+            raise
+        content: list[Block] = []
+        text = "".join(texts)
+        if text:
+            content.append({"type": "text", "text": text})
+        if calls:
+            content.extend(calls.blocks(f"call_perch_{next(_call_ids)}_"))
+        stop = FINISH_REASONS.get(finish, "end_turn")
+        if calls and stop == "end_turn":
+            stop = "tool_use"  # some servers say "stop" after tool calls
+        return ModelResponse(
+            content=content,
+            stop_reason=stop,
+            usage=self._usage(raw_usage, request.model, answered_by),
+            model=answered_by,
+        )
+
+    def _usage(self, raw: Any, model: str, answered_by: str) -> Usage:
+        if raw is None:
+            return Usage()
+        details = getattr(raw, "prompt_tokens_details", None)
+        cached = (getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+        prompt = raw.prompt_tokens or 0
+        usage = Usage(
+            input_tokens=max(prompt - cached, 0),
+            output_tokens=raw.completion_tokens or 0,
+            cache_read_tokens=cached,
+        )
+        price = self._prices.get(model) or self._prices.get(answered_by)
+        usage.cost_usd = cost_usd(model, usage, price) if price is not None else 0.0
+        return usage
+
+    async def list_models(self) -> list[str]:
+        """Model ids the endpoint lists (`GET /models`); raises the SDK's errors."""
+        await asyncio.to_thread(importlib.import_module, "openai")
+        page = await self._sdk().models.list()
+        return [m.id for m in page.data]

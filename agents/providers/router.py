@@ -1,0 +1,101 @@
+"""One `ModelClient` over several named providers, with fallbacks that may cross them.
+
+Model names are `<provider>/<model>` (`local/qwen3:8b`); a name whose first segment is no
+configured provider is a model of the default provider (`claude-sonnet-5-5` means
+`anthropic/claude-sonnet-5-5`; `openrouter/anthropic/claude-x` is OpenRouter's model
+`anthropic/claude-x`). When a model gives up with a failure another model may not share
+(429, 5xx, overload, timeout, unreachable, unknown model), the call moves to the next name of
+`fallbacks`; each model is tried once per call. `ModelResponse.model` is the qualified name
+of the model that answered, so the loop can keep using it for the rest of its turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from agents.model import ModelClient, ModelError, ModelRequest, ModelResponse, TextCallback
+
+log = logging.getLogger(__name__)
+
+
+class ModelRouter:
+    """Routes each request to its provider; `providers` maps config names to clients."""
+
+    def __init__(
+        self,
+        providers: Mapping[str, ModelClient],
+        *,
+        default_provider: str = "anthropic",
+        fallbacks: Sequence[str] = (),
+    ) -> None:
+        if not providers:
+            raise ValueError("ModelRouter needs at least one provider")
+        self.providers = dict(providers)
+        self.default_provider = default_provider
+        self.fallbacks = tuple(self.qualify(f) for f in fallbacks)
+
+    def split(self, name: str) -> tuple[str, str]:
+        """(provider, model) of a model name."""
+        head, sep, rest = name.partition("/")
+        if sep and head in self.providers and rest:
+            return head, rest
+        return self.default_provider, name
+
+    def qualify(self, name: str) -> str:
+        provider, model = self.split(name)
+        return f"{provider}/{model}"
+
+    def display(self, name: str) -> str:
+        """The name as a user writes it: bare for the default provider."""
+        provider, model = self.split(name)
+        return model if provider == self.default_provider else f"{provider}/{model}"
+
+    def chain(self, name: str) -> list[str]:
+        """The models a call for `name` may try, in order, each once."""
+        first = self.qualify(name)
+        if first in self.fallbacks:  # already on a fallback: go on from there
+            return list(self.fallbacks[self.fallbacks.index(first) :])
+        return [first, *(f for f in self.fallbacks if f != first)]
+
+    async def complete(
+        self, request: ModelRequest, on_text: TextCallback | None = None
+    ) -> ModelResponse:
+        chain = self.chain(request.model)
+        for index, qualified in enumerate(chain):
+            provider, model = self.split(qualified)
+            client = self.providers.get(provider)
+            if client is None:
+                raise ModelError(
+                    f"Model {qualified!r} names no configured provider {provider!r}. "
+                    "Add it under providers: in config.yaml.",
+                    kind="not_found",
+                )
+            try:
+                response = await client.complete(replace(request, model=model), on_text)
+            except ModelError as exc:
+                if exc.may_fall_back and index + 1 < len(chain):
+                    log.warning(
+                        "model %s failed for good (%s); falling back to %s",
+                        self.display(qualified),
+                        exc.kind,
+                        self.display(chain[index + 1]),
+                    )
+                    continue
+                if index > 0:
+                    tried = ", ".join(self.display(m) for m in chain[: index + 1])
+                    raise ModelError(
+                        f"{exc} Tried models: {tried}.",
+                        status=exc.status,
+                        retryable=exc.retryable,
+                        kind=exc.kind,
+                    ) from exc
+                raise
+            response.model = self.display(qualified)
+            return response
+        raise AssertionError("unreachable: the last model either returns or raises")
+
+    async def aclose(self) -> None:
+        for client in self.providers.values():
+            await client.aclose()

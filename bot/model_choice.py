@@ -1,0 +1,90 @@
+"""`/model`: the model each session uses, chosen per chat and kept across restarts.
+
+`ModelChoices` reads a session key's choice from the store once and caches it (a turn costs
+no query); `command(key, argument)` answers `/model` (list, marking the current one),
+`/model <provider>/<model>` (switch this session) and `/model default` (back to
+`agent.model`). Sub-agents inherit the choice through `ToolContext.model`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from bot.config import Config
+from bot.model_config import display_model, offered_models, split_model
+
+USAGE = "Switch with /model <provider>/<model>; /model default returns to the configured one."
+
+
+class ModelStore(Protocol):
+    async def session_model(self, session_key: str) -> str: ...
+
+    async def set_session_model(self, session_key: str, model: str) -> None: ...
+
+
+class ModelChoices:
+    def __init__(self, store: ModelStore, config: Config) -> None:
+        self._store = store
+        self._config = config
+        self._cache: dict[str, str] = {}
+
+    @property
+    def default(self) -> str:
+        return display_model(self._config, self._config.agent.model)
+
+    async def chosen(self, session_key: str) -> str:
+        """The session's own choice, "" when it uses the default."""
+        choice = self._cache.get(session_key)
+        if choice is None:
+            choice = await self._store.session_model(session_key)
+            self._cache[session_key] = choice
+        return choice
+
+    async def current(self, session_key: str) -> str:
+        return await self.chosen(session_key) or self.default
+
+    async def command(self, session_key: str, argument: str) -> str:
+        wanted = argument.strip()
+        if not wanted:
+            return await self._listing(session_key)
+        if wanted.lower() == "default":
+            await self._set(session_key, "")
+            return f"Back to the configured model: {self.default}."
+        problem = self._problem(wanted)
+        if problem is not None:
+            return problem
+        shown = display_model(self._config, wanted)
+        await self._set(session_key, "" if shown == self.default else shown)
+        note = "" if shown in offered_models(self._config) else " (not in the configured list)"
+        return f"This chat now uses {shown}{note}. /model default goes back to {self.default}."
+
+    def _problem(self, wanted: str) -> str | None:
+        head, sep, rest = wanted.partition("/")
+        providers = [name for name, _ in self._config.providers.items()]
+        if sep and (not rest or head not in providers):
+            return (
+                f"Unknown provider {head!r} in {wanted!r}. Configured providers: "
+                f"{', '.join(providers)}. Write /model <provider>/<model>."
+            )
+        provider, _model = split_model(self._config, wanted)
+        settings = self._config.providers.get(provider)
+        if settings is not None and settings.kind == "anthropic" and not settings.api_key:
+            return f"Provider {provider!r} has no API key (providers.{provider}.api_key)."
+        return None
+
+    async def _set(self, session_key: str, model: str) -> None:
+        await self._store.set_session_model(session_key, model)
+        self._cache[session_key] = model
+
+    async def _listing(self, session_key: str) -> str:
+        current = await self.current(session_key)
+        models = offered_models(self._config)
+        if current not in models:
+            models.append(current)
+        lines = ["Models (* = this chat):"]
+        for model in models:
+            mark = "*" if model == current else " "
+            suffix = " (default)" if model == self.default else ""
+            lines.append(f"{mark} {model}{suffix}")
+        lines.append(USAGE)
+        return "\n".join(lines)
