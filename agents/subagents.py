@@ -28,13 +28,13 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from agents.cancel import Cancelled, CancelToken
 from agents.loop import AgentLoop, RunRequest, RunResult
-from agents.model import Usage
 from agents.prompt import PromptBuilder, RuntimeInfo
 from agents.sanitize import sanitize_output
+from agents.subagent_ports import Announcer, ChildStore, SubagentLimits, SubagentStatus
 from agents.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -45,40 +45,6 @@ ALWAYS_DENIED: tuple[str, ...] = ("cron", "message", "memory_*", "send_file", "r
 SPAWN_TOOL = "spawn"
 _RUNS_REMEMBERED = 4096  # per-run spawn counters kept (oldest forgotten first)
 _LABEL_CHARS = 60
-
-
-@dataclass(frozen=True, slots=True)
-class SubagentLimits:
-    """The `agent.max_spawn_depth` and `agent.subagents` settings."""
-
-    max_depth: int = 1
-    max_children_per_run: int = 5
-    max_concurrent: int = 8
-    timeout_s: float = 300.0
-    allow: tuple[str, ...] | None = None
-    deny: tuple[str, ...] = ()
-
-
-class ChildStore(Protocol):
-    """Where children's sessions live (the daemon's store)."""
-
-    def child_key(self, parent_key: str, spawn_id: str) -> str:
-        """The session key of a child of `parent_key` (one level deeper)."""
-        ...
-
-    async def save_child(self, key: str, result: RunResult, *, run_id: str, origin: str) -> None:
-        """Persist a finished (or cancelled) child run in its own session, with its usage."""
-        ...
-
-    async def add_usage(self, parent_key: str, usage: Usage) -> None:
-        """Add a child's usage to `parent_key` and every ancestor of it."""
-        ...
-
-
-class Announcer(Protocol):
-    """Delivers a detached (`wait=false`) child's result into its parent session."""
-
-    async def announce(self, parent_key: str, origin: str | None, text: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -96,12 +62,6 @@ class _Child:
     detached: bool
     model: str | None = None
     timed_out: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SubagentStatus:
-    running: int
-    queued: int
 
 
 class SubagentRunner:

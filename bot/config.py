@@ -19,21 +19,19 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
-from bot.budget import BudgetConfig
+from bot.config_agent import DEFAULT_MODEL as DEFAULT_MODEL  # re-exported
+from bot.config_agent import AgentConfig, Duration, StrictModel, check_timezone
+from bot.config_agent import parse_duration as parse_duration  # re-exported
 from bot.config_lenient import relax
 from bot.config_shape import MAX_NESTING, deeper_than, too_deep
 from bot.mcp_config import McpConfig
@@ -44,10 +42,7 @@ from channels.options import ChannelPolicy as ChannelPolicy  # re-exported: the 
 from channels.registry import ChannelsConfig, default_channels, validate_channels
 
 EXIT_CONFIG = 78
-DEFAULT_MODEL = "claude-sonnet-5-5"
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 _HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 
@@ -56,138 +51,7 @@ class ConfigError(Exception):
     """A configuration problem, phrased for the person who edits config.yaml."""
 
 
-def parse_duration(value: object) -> float:
-    """Seconds from `30m`, `45s`, `2h`, `1d`, `250ms`, or `0` (a bare number needs a unit)."""
-    if isinstance(value, bool):
-        raise ValueError("expected a duration such as 45s, 10m or 2h")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError("a duration cannot be negative")
-        if value == 0:
-            return 0.0
-        raise ValueError(_needs_unit(value))
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if match:
-            if match.group(2) is None and float(match.group(1)) != 0:
-                raise ValueError(_needs_unit(match.group(1)))
-            return float(match.group(1)) * _UNITS[match.group(2)]
-    raise ValueError(f"expected a duration such as 45s, 10m or 2h, got {value!r}")
-
-
-def _needs_unit(number: object) -> str:
-    return f"a duration needs a unit: write {number}s, {number}m or {number}h (0 means off)"
-
-
-Duration = Annotated[float, BeforeValidator(parse_duration)]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class QueueConfig(_Model):
-    mode: Literal["collect", "followup", "interrupt", "steer"] = "collect"
-    cap: int = Field(20, ge=1, le=1000)
-
-
-class GuardConfig(_Model):
-    mode: Literal["off", "log", "warn", "block"] = "warn"
-    max_message_chars: int = Field(32768, ge=100)
-
-
-class CompactionConfig(_Model):
-    max_messages: int = Field(50, ge=8)
-    context_ratio: float = Field(0.75, gt=0.1, le=0.95)
-    keep_last: int = Field(4, ge=2)
-
-
-class ToolPolicy(_Model):
-    allow: list[str] | None = None
-    deny: list[str] = Field(default_factory=list)
-
-
-class SubagentConfig(_Model):
-    max_children_per_run: int = Field(5, ge=1, le=50)
-    max_concurrent: int = Field(8, ge=1, le=64)
-    timeout_s: float = Field(300, gt=0)
-    tools: ToolPolicy = Field(default_factory=ToolPolicy)
-    model: str | None = None  # None: sub-agents use their parent chat's model
-
-
-class ExecConfig(_Model):
-    enabled: bool = False
-    timeout_s: float = Field(60, gt=0)
-    max_timeout_s: float = Field(600, gt=0)
-    max_output_chars: int = Field(20000, ge=100)
-    allow_env: list[str] = Field(default_factory=list)
-    sandbox: Literal["auto", "bwrap", "none"] = "auto"
-    network: bool = False
-    cpu_s: int = Field(60, ge=0)
-    memory_mb: int = Field(2048, ge=0)
-    max_processes: int = Field(1024, ge=0)
-    max_file_mb: int = Field(1024, ge=0)
-
-    @model_validator(mode="after")
-    def _timeout_within_max(self) -> ExecConfig:
-        if self.timeout_s > self.max_timeout_s:
-            raise ValueError(
-                f"timeout_s ({self.timeout_s:g}) is above max_timeout_s ({self.max_timeout_s:g}); "
-                "lower timeout_s or raise max_timeout_s"
-            )
-        return self
-
-
-class WebFetchConfig(_Model):
-    enabled: bool = True
-    allow_hosts: list[str] = Field(default_factory=list)
-    max_bytes: int = Field(2_000_000, ge=1000)
-    timeout_s: float = Field(20, gt=0)
-
-
-class AgentConfig(_Model):
-    id: str = Field("main", pattern=r"^[A-Za-z0-9_.-]+$")
-    model: str = DEFAULT_MODEL
-    fallback_models: list[str] = Field(default_factory=list)  # older name of `fallbacks`
-    fallbacks: list[str] = Field(default_factory=list)  # "<provider>/<model>", in order
-    workspace: Path = Path("./workspace")
-    timezone: str = "UTC"
-    max_iterations: int = Field(20, ge=1, le=200)
-    max_tokens: int = Field(8192, ge=256)
-    max_concurrent_runs: int = Field(8, ge=1, le=256)
-    group_max_concurrent: int = Field(3, ge=1, le=32)
-    max_spawn_depth: int = Field(1, ge=1, le=5)
-    max_tool_result_chars: int = Field(50_000, ge=1000)
-    history_turns: int = Field(50, ge=1)
-    context_window: int | None = Field(None, ge=8000)
-    queue: QueueConfig = Field(default_factory=QueueConfig)
-    guard: GuardConfig = Field(default_factory=GuardConfig)
-    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
-    tools: ToolPolicy = Field(default_factory=ToolPolicy)
-    subagents: SubagentConfig = Field(default_factory=SubagentConfig)
-    exec: ExecConfig = Field(default_factory=ExecConfig)
-    web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
-    budget: BudgetConfig = Field(default_factory=BudgetConfig)
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_timezone(cls, value: str) -> str:
-        _check_timezone(value)
-        return value
-
-
-def _check_timezone(value: str) -> None:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(
-            f"unknown timezone {value!r} (use an IANA name like Europe/Berlin)"
-        ) from exc
-
-
-class StoreConfig(_Model):
+class StoreConfig(StrictModel):
     path: Path = Path("./data/perch.db")
     url: str = ""  # postgresql://user:pass@host/db selects PostgreSQL instead of `path`
 
@@ -203,18 +67,18 @@ class StoreConfig(_Model):
         return value
 
 
-class GatewayConfig(_Model):
+class GatewayConfig(StrictModel):
     recovery_window: Duration = 900.0
     group_context_messages: int = Field(50, ge=0, le=500)
     shutdown_grace: Duration = 20.0
 
 
-class HeartbeatTarget(_Model):
+class HeartbeatTarget(StrictModel):
     channel: str
     to: str
 
 
-class HeartbeatConfig(_Model):
+class HeartbeatConfig(StrictModel):
     every: Duration = 1800.0
     active_hours: str | None = None
     timezone: str | None = None
@@ -250,17 +114,17 @@ class HeartbeatConfig(_Model):
     @classmethod
     def _tz(cls, value: str | None) -> str | None:
         if value is not None:
-            _check_timezone(value)
+            check_timezone(value)
         return value
 
 
-class LoggingConfig(_Model):
+class LoggingConfig(StrictModel):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["text", "json"] = "text"
     file: Path | None = None  # also log here (the console keeps stderr to warnings)
 
 
-class Config(_Model):
+class Config(StrictModel):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     providers: ProvidersConfig = Field(default_factory=ProvidersConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
