@@ -110,6 +110,8 @@ class Scheduler:
         self._data_version = 0
         self._stopping = False
         self._sync_lock = asyncio.Lock()
+        # Returns why nothing may be spent now (bot/budget.py), or "": runs are skipped then.
+        self.budget_gate: Callable[[], Awaitable[str]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -317,6 +319,8 @@ class Scheduler:
     async def _heartbeat_tick(self) -> None:
         if self.heartbeat is None:
             return
+        if self.budget_gate is not None and await self.budget_gate():
+            return
         every = max(self.config.heartbeat.every, 1.0)
         slot = (time.time() // every) * every  # the same tick on every instance
         if not await once.take(self.store, "heartbeat", slot):
@@ -431,6 +435,8 @@ class Scheduler:
         assert gateway is not None, "Scheduler.start() was not called"
         if not gateway.accepting:
             return _SHUTDOWN
+        if self.budget_gate is not None and (why := await self.budget_gate()):
+            return RunOutcome("skipped", f"daily budget: {why}")
         try:
             chat = await resolve_target(
                 job.deliver_to, config=self.config, channels=gateway.channels, store=self.store
