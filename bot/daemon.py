@@ -70,6 +70,7 @@ class Daemon:
         self.stopping = asyncio.Event()
         self.started_at = 0.0
         self._status_task: asyncio.Task[None] | None = None
+        self._warm_task: asyncio.Task[None] | None = None
         self.upkeep: SessionUpkeep | None = None
         self.subagents: SubagentRunner | None = None
         self.announcer: LaneAnnouncer | None = None
@@ -182,6 +183,8 @@ class Daemon:
             config.workspace,
         )
         sd_notify("READY=1\nSTATUS=Perch is running")
+        if config.agent.preload_model:  # off the critical path of the first reply
+            self._warm_task = asyncio.create_task(self.client.warm())
 
     def request_stop(self) -> None:
         self.stopping.set()
@@ -213,6 +216,8 @@ class Daemon:
         log.info("shutting down")
         if self._status_task is not None:
             self._status_task.cancel()
+        if self._warm_task is not None:
+            self._warm_task.cancel()
         if self.gateway is not None:
             cancelled = await self.gateway.drain(self.config.gateway.shutdown_grace)
             if cancelled:
