@@ -7,7 +7,8 @@ answered in a turn of its own, collected into a follow-up turn with others, or d
 a notice to the chat because the queue was full; "lost" counts the rest and must be 0. The
 fake counts how many chat turns it answers at once, which must never exceed 3. Each flood
 goes to a freshly started daemon; the first one right at start-up (the model SDK not yet
-imported), the others after the daemon answered one DM.
+imported), the others after the daemon answered one DM. Meanwhile another user sends `/stop`
+in a DM every 50 ms; its latency (update handed out -> answer sent) is reported.
 
     .venv/bin/python -m bench.group_flood [--messages 300] [--rate 50] [--burst 100]
 """
@@ -21,6 +22,7 @@ from bench.report import Report, parser
 from bench.wire import Wire, use_loopback
 
 GROUP_LIMIT = 3
+TARGET_STOP_MS = 50.0  # /stop in another chat answered within this, p99 (issue 19)
 
 
 def add_flood(report: Report, label: str, result: dict[str, float]) -> None:
@@ -39,6 +41,12 @@ def add_flood(report: Report, label: str, result: dict[str, float]) -> None:
     )
     report.add(f"{label}: other model calls (compaction)", result["other_model_calls"], "calls")
     report.add(f"{label}: time until every message was accounted for", result["done_s"], "s")
+    report.add(f"{label}: /stop in another chat meanwhile, answers", result["stop_probes"], "")
+    report.add(f"{label}: /stop in another chat, p50", result["stop_p50_ms"], "ms")
+    report.add(
+        f"{label}: /stop in another chat, p99", result["stop_p99_ms"], "ms", target=TARGET_STOP_MS
+    )
+    report.add(f"{label}: /stop in another chat, max", result["stop_max_ms"], "ms")
 
 
 async def flood(

@@ -35,6 +35,7 @@ from bot.store import open_store
 
 TARGET_IDLE_MB = 80.0
 TARGET_START_S = 1.5
+PRELOAD = True  # agent.preload_model (--no-preload: the SDK loads on the first turn)
 TARGET_FIRST_EXTRA_MS = 100.0  # first reply after start vs a warm one
 API_KEY = "sk-ant-bench-0123456789"
 
@@ -46,9 +47,12 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
     raise LookupError(f"no {field} for pid {pid}")
 
 
-def write_config(folder: Path, telegram: BenchTelegram, model: BenchModel) -> Path:
+def write_config(
+    folder: Path, telegram: BenchTelegram, model: BenchModel, preload: bool = True
+) -> Path:
     path = folder / "config.yaml"
     data = {
+        "agent": {"preload_model": preload},
         "providers": {"anthropic": {"api_key": "${ANTHROPIC_API_KEY}", "base_url": model.base_url}},
         "store": {"path": "./data/perch.db"},
         "heartbeat": {"every": 0},
@@ -162,7 +166,10 @@ async def one_run(config: Path, telegram: BenchTelegram, user: int) -> Run:
             ready = await notify.wait_for("READY=1", 60)
             start_s = ready - began
             await asyncio.sleep(2)  # idle: let anything started at READY settle
-            await log_line(config.parent / "perch.log", b"model providers loaded", log_start, 30)
+            if PRELOAD:  # let the background load finish: its RSS counts as idle
+                await log_line(
+                    config.parent / "perch.log", b"model providers loaded", log_start, 60
+                )
             idle = rss_mb(proc.pid)
             replies = telegram.replies[user]
             before = len(replies)
@@ -275,10 +282,10 @@ async def main_async(starts: int, sessions: int) -> Report:
     try:
         async with BenchModel() as model:
             with tempfile.TemporaryDirectory(prefix="perch-bench-") as tmp:
-                config = write_config(Path(tmp), telegram, model)
+                config = write_config(Path(tmp), telegram, model, PRELOAD)
                 add_runs(report, "empty store", await runs(config, telegram, starts, 1000))
             with tempfile.TemporaryDirectory(prefix="perch-bench-") as tmp:
-                config = write_config(Path(tmp), telegram, model)
+                config = write_config(Path(tmp), telegram, model, PRELOAD)
                 size = await store_sessions(Path(tmp) / "data" / "perch.db", sessions)
                 report.note(f"{sessions} stored sessions, 6 messages each: {size:.1f} MB database")
                 # The first user of the first run writes into one of the stored sessions.
@@ -294,7 +301,10 @@ def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--starts", type=int, default=5, help="starts per store (default 5)")
     p.add_argument("--sessions", type=int, default=10_000, help="stored sessions (10000)")
+    p.add_argument("--no-preload", action="store_true", help="agent.preload_model: false")
     args = p.parse_args()
+    global PRELOAD
+    PRELOAD = not args.no_preload
     use_loopback()
     os.environ.pop("NOTIFY_SOCKET", None)
     report = asyncio.run(main_async(args.starts, args.sessions))

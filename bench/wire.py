@@ -262,6 +262,8 @@ class Scenarios:
         start_reply, start_request = len(replies), len(model.requests)
         tokens = [f"flood-{i:05d}" for i in range(n)]
         wave = n if rate <= 0 else max(1, round(rate * FLOOD_WAVE))
+        stops: list[float] = []
+        probe = asyncio.create_task(self._stop_probe(stops))
         started = time.monotonic()
         for first in range(0, n, wave):
             for i, token in enumerate(tokens[first : first + wave], start=first):
@@ -277,8 +279,12 @@ class Scenarios:
             now = tally()
             return len(now.tokens) + now.dropped >= n and now.echoes >= now.turns
 
-        await tg.until(accounted, timeout=120 + n * (model.delay + 0.05))
+        try:
+            await tg.until(accounted, timeout=120 + n * (model.delay + 0.05))
+        finally:
+            probe.cancel()
         final = tally()
+        stops.sort()
         return {
             "messages": n,
             "push_s": pushed - started,
@@ -293,7 +299,32 @@ class Scenarios:
             "replies": final.echoes,
             "model_max_in_flight": model.chat_max_in_flight,
             "other_model_calls": final.other_calls,
+            "stop_probes": len(stops),
+            "stop_p50_ms": stops[len(stops) // 2] if stops else float("nan"),
+            "stop_p99_ms": stops[min(len(stops) - 1, int(len(stops) * 0.99))]
+            if stops
+            else float("nan"),
+            "stop_max_ms": stops[-1] if stops else float("nan"),
         }
+
+    async def _stop_probe(self, latencies: list[float], every: float = 0.05) -> None:
+        """While a flood runs: `/stop` in a DM of another user, again and again; each one's
+        time from its update's hand-out to the answer's `sendMessage`, in ms."""
+        tg = self.telegram
+        user = 4_000_000
+        replies = tg.replies[user]
+        while True:
+            start = len(replies)
+            tg.dm("/stop", user_id=user)
+            update = tg.last_update_id
+
+            def answered(start: int = start) -> bool:
+                return any(r.method == "sendMessage" for r in replies[start:])
+
+            await tg.until(answered, 60)
+            send = next(r.at for r in replies[start:] if r.method == "sendMessage")
+            latencies.append((send - tg.handed_at[update]) * 1000)
+            await asyncio.sleep(every)
 
 
 @dataclass(slots=True)
