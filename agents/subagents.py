@@ -25,15 +25,16 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from agents.cancel import Cancelled, CancelToken
 from agents.loop import AgentLoop, RunRequest, RunResult
-from agents.model import Usage
 from agents.prompt import PromptBuilder, RuntimeInfo
 from agents.sanitize import sanitize_output
+from agents.subagent_ports import Announcer, ChildStore, SubagentLimits, SubagentStatus
 from agents.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -44,40 +45,6 @@ ALWAYS_DENIED: tuple[str, ...] = ("cron", "message", "memory_*", "send_file", "r
 SPAWN_TOOL = "spawn"
 _RUNS_REMEMBERED = 4096  # per-run spawn counters kept (oldest forgotten first)
 _LABEL_CHARS = 60
-
-
-@dataclass(frozen=True, slots=True)
-class SubagentLimits:
-    """The `agent.max_spawn_depth` and `agent.subagents` settings."""
-
-    max_depth: int = 1
-    max_children_per_run: int = 5
-    max_concurrent: int = 8
-    timeout_s: float = 300.0
-    allow: tuple[str, ...] | None = None
-    deny: tuple[str, ...] = ()
-
-
-class ChildStore(Protocol):
-    """Where children's sessions live (the daemon's store)."""
-
-    def child_key(self, parent_key: str, spawn_id: str) -> str:
-        """The session key of a child of `parent_key` (one level deeper)."""
-        ...
-
-    async def save_child(self, key: str, result: RunResult, *, run_id: str, origin: str) -> None:
-        """Persist a finished (or cancelled) child run in its own session, with its usage."""
-        ...
-
-    async def add_usage(self, parent_key: str, usage: Usage) -> None:
-        """Add a child's usage to `parent_key` and every ancestor of it."""
-        ...
-
-
-class Announcer(Protocol):
-    """Delivers a detached (`wait=false`) child's result into its parent session."""
-
-    async def announce(self, parent_key: str, origin: str | None, text: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -95,12 +62,6 @@ class _Child:
     detached: bool
     model: str | None = None
     timed_out: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SubagentStatus:
-    running: int
-    queued: int
 
 
 class SubagentRunner:
@@ -132,6 +93,8 @@ class SubagentRunner:
         self._children: dict[str, _Child] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._running = 0
+        # Returns why no sub-agent may start now (the daemon's spending guard), or "".
+        self.gate: Callable[[], Awaitable[str]] | None = None
 
     def use_tools(self, tools: ToolRegistry) -> None:
         """Give the runner the main agent's registry; children get restricted views of it."""
@@ -172,6 +135,8 @@ class SubagentRunner:
                 f"cannot spawn {label!r}: this agent is at sub-agent depth {ctx.depth}, the "
                 f"limit set by agent.max_spawn_depth ({limits.max_depth}); do the task yourself"
             )
+        if self.gate is not None and (why := await self.gate()):
+            raise ToolError(f"cannot spawn {label!r} now: {why}")
         run = ctx.run_id or ctx.session_key
         spawned = self._per_run.get(run, 0)
         if spawned >= limits.max_children_per_run:

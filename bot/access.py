@@ -14,6 +14,7 @@ import logging
 import re
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -55,6 +56,8 @@ class AccessControl:
             name: [re.compile(p, re.IGNORECASE) for p in policy.mention_patterns]
             for name, policy in policies.items()
         }
+        # Called with each new pairing request (the daemon tells the owner).
+        self.on_request: Callable[[PairingRequest], Awaitable[object]] | None = None
 
     async def check(self, inbound: Inbound) -> Access:
         channel = inbound.chat.channel
@@ -146,6 +149,8 @@ class AccessControl:
             channel,
             request.code,
         )
+        if self.on_request is not None:
+            await self.on_request(request)
         return Access(Verdict.PAIRING, _pairing_reply(channel, request.code))
 
 

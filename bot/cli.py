@@ -1,9 +1,12 @@
-"""The `perch` command: run, init, doctor, status, sessions, pairing, cron, mcp.
+"""The `perch` command: run, init, doctor, status, sessions, pairing, cron, chat, send, mcp.
 
 The config path is `--config PATH`, else `./config.yaml`, else `$PERCH_CONFIG`. A config
 problem prints one line and exits 78 (EX_CONFIG), which systemd is told not to restart on.
+Only `run` (and `chat` without a running daemon) need the model key: every other command
+loads the config leniently, so an unset `${VAR}` never stops it (`doctor` reports it).
 Heavy imports (the Anthropic SDK, channel libraries) happen only in the commands that need
-them, so `perch status` and `perch pairing` answer at once.
+them, so `perch status` and `perch pairing` answer at once. The commands that talk to the
+daemon live in `bot/control_cli.py`.
 """
 
 from __future__ import annotations
@@ -13,13 +16,11 @@ import asyncio
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from bot.config import EXIT_CONFIG, Config, ConfigError, load_config, require_api_key
-from bot.mcp_cli import daemon_mcp_lines
 from bot.mcp_config import mcp_secrets
 
 
@@ -34,16 +35,22 @@ def config_path(given: str | None) -> Path:
 
 
 def _load(args: argparse.Namespace) -> Config:
-    return load_config(config_path(args.config))
+    return load_config(config_path(args.config), lenient=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    config = _load(args)
+    config = load_config(config_path(args.config))
     require_api_key(config)
     from bot.daemon import Daemon, StartupError
     from bot.logs import setup_logging
 
-    setup_logging(config.logging.level, config.logging.format, _secrets(config))
+    setup_logging(
+        config.logging.level,
+        config.logging.format,
+        _secrets(config),
+        file=config.resolve(config.logging.file) if config.logging.file else None,
+        quiet_stderr="console" in config.channels.enabled() and sys.stdin.isatty(),
+    )
     try:
         asyncio.run(Daemon(config).run())
     except StartupError as exc:  # what was opened is closed again; one line, no traceback
@@ -68,13 +75,16 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     path = config_path(args.config)
     try:
-        config = load_config(path)
+        config = load_config(path, lenient=True)
     except ConfigError as exc:
         print(f"FAIL  config: {exc}")
         return EXIT_CONFIG
     from bot.doctor import doctor
 
-    return doctor(config)
+    for missing in config.unresolved:
+        print(f"FAIL  secret: {missing}")
+    code = doctor(config)
+    return 1 if config.unresolved and code == 0 else code
 
 
 def running_daemon(config: Config) -> dict[str, Any] | None:
@@ -89,106 +99,6 @@ def running_daemon(config: Config) -> dict[str, Any] | None:
     if not isinstance(daemon, dict) or not _alive(int(daemon.get("pid", 0))):
         return None
     return daemon
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    config = _load(args)
-    daemon = running_daemon(config)
-    if daemon is None:
-        print("Perch is not running.")
-    else:
-        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(daemon["started_at"]))
-        print(f"Perch is running (pid {daemon['pid']}, since {since}), model {daemon['model']}")
-        for name, ch in daemon.get("channels", {}).items():
-            state = "up" if ch["up"] else "DOWN"
-            print(f"  channel {name}: {state} {ch.get('detail', '')}".rstrip())
-        print(f"  active runs: {daemon.get('active_runs', 0)}, queued: {daemon.get('queued', 0)}")
-        for line in daemon_mcp_lines(daemon):
-            print(line)
-        for extra in ("next_heartbeat", "next_cron"):
-            if daemon.get(extra):
-                print(f"  {extra.replace('_', ' ')}: {daemon[extra]}")
-
-    async def usage() -> None:
-        from bot.store import StoreUnavailable, open_store, redact_url
-
-        if not config.store.url and not config.db_path.exists():
-            return
-        try:
-            store = await open_store(config.store_target)
-        except StoreUnavailable as exc:
-            print(f"  database: {redact_url(str(config.store_target))}: {exc}")
-            return
-        try:
-            day = time.time() - (time.time() % 86400)
-            today = await store.usage_since(day)
-            print(
-                f"  today (UTC): {today.input_tokens + today.cache_read_tokens} in / "
-                f"{today.output_tokens} out tokens, ${today.cost_usd:.4f}"
-            )
-            from bot.instances import live_instance_lines
-
-            for line in await live_instance_lines(store):
-                print(f"  instance {line}")
-        finally:
-            await store.close()
-
-    asyncio.run(usage())
-    return 0
-
-
-def cmd_sessions(args: argparse.Namespace) -> int:
-    config = _load(args)
-
-    async def main() -> None:
-        from bot.store import open_store
-
-        store = await open_store(config.store_target)
-        try:
-            for s in await store.list_sessions(args.limit):
-                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
-                print(f"{when}  ${s.cost_usd:8.4f}  {s.key}")
-        finally:
-            await store.close()
-
-    asyncio.run(main())
-    return 0
-
-
-def cmd_pairing(args: argparse.Namespace) -> int:
-    config = _load(args)
-
-    async def main() -> int:
-        from bot.store import open_store
-
-        store = await open_store(config.store_target)
-        try:
-            if args.action == "list":
-                requests = await store.pairing_requests(args.channel)
-                if not requests:
-                    print("No pending pairing requests.")
-                for r in requests:
-                    left = int((r.expires_at - time.time()) / 60)
-                    name = f" ({r.sender_name})" if r.sender_name else ""
-                    print(f"{r.channel:9} {r.code}  {r.sender_id}{name}  expires in {left} min")
-                return 0
-            if not args.channel or not args.code:
-                print("usage: perch pairing approve <channel> <CODE>", file=sys.stderr)
-                return 2
-            approved = await store.pairing_approve(args.channel, args.code)
-            if approved is None:
-                print(
-                    f"No pending code {args.code.upper()} on {args.channel} (expired or "
-                    "mistyped?). See: perch pairing list",
-                    file=sys.stderr,
-                )
-                return 1
-            print(f"Approved {approved.sender_id} on {approved.channel}.")
-            return 0
-        finally:
-            await store.close()
-
-    return asyncio.run(main())
 
 
 def _alive(pid: int) -> bool:
@@ -215,6 +125,7 @@ def _secrets(config: Config) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="perch", description="Perch, your self-hosted assistant")
+    parser.add_argument("--version", action="version", version=f"perch {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, func: Callable[[argparse.Namespace], int], text: str) -> Any:
@@ -226,22 +137,28 @@ def build_parser() -> argparse.ArgumentParser:
     add("run", cmd_run, "start the daemon in the foreground")
     add("init", cmd_init, "seed the workspace from bootstrap/ and create the data folder")
     add("doctor", cmd_doctor, "check config, credentials, model, channels, database, workspace")
-    add("status", cmd_status, "what the running daemon is doing")
-    s = add("sessions", cmd_sessions, "list conversations, most recent first")
-    s.add_argument("--limit", type=int, default=50)
-    p = add("pairing", cmd_pairing, "list or approve pairing codes of unknown DM senders")
-    p.add_argument("action", choices=["list", "approve"])
-    p.add_argument("channel", nargs="?")
-    p.add_argument("code", nargs="?")
+    from bot.control_cli import register as register_control
     from bot.cron_cli import register as register_cron
     from bot.mcp_cli import register as register_mcp
+    from bot.onboard import register as register_onboard
 
+    register_control(sub, add)
     register_cron(sub, add)
+    register_onboard(sub, add)
     register_mcp(sub, add)
     from bot.store_cli import register as register_store
 
     register_store(sub, add)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("perch")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,9 +1,11 @@
 """Chat commands that never reach the model: /stop, /stopall, /new, /reset, /status, /model,
-/help.
+/compact, /budget, /help.
 
 `parse_command(text)` recognises `/cmd` and `/cmd@botname` (any case) at the start of a
-message. `Commands.handle(name, key)` acts through the small `SessionControl` protocol the
-gateway implements, and returns the reply text (DESIGN section 3, step 3).
+message. `Commands.handle(name, key, inbound)` acts through the small `SessionControl`
+protocol the gateway implements, and returns the reply text (DESIGN section 3, step 3).
+`unknown_command_reply(text)` answers any other `/word` (from a sender who is let in) with
+the list of commands, on every platform, instead of sending it to the model.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from bot.config import Config
 from bot.model_choice import ModelChoices
 from bot.sessions import SessionKey
 from bot.store import Store
+from channels.base import Inbound
 
-COMMANDS = ("stop", "stopall", "new", "reset", "status", "help", "compact", "model")
+COMMANDS = ("stop", "stopall", "new", "reset", "status", "help", "compact", "model", "budget")
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@[A-Za-z0-9_]+)?(?:\s|$)")
 
 HELP = """\
@@ -30,6 +33,7 @@ Commands:
 /compact - summarise the conversation now to free context
 /status - model, usage and what is running
 /model - list models; /model <provider>/<model> switches this chat, /model default resets
+/budget - today's spend against the daily budget (/budget lift: owner only)
 /help - this list"""
 
 
@@ -40,6 +44,18 @@ def parse_command(text: str) -> str | None:
         return None
     name = match.group(1).lower()
     return name if name in COMMANDS else None
+
+
+def unknown_command_reply(text: str) -> str:
+    """The answer to a `/word` that is not one of ours, or "" for any other text."""
+    match = _COMMAND.match(text.strip())
+    if match is None or match.group(1).lower() in COMMANDS:
+        return ""
+    return f"Unknown command /{match.group(1)}.\n{HELP}"
+
+
+class BudgetControl(Protocol):
+    async def command(self, argument: str, *, is_owner: bool) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +80,10 @@ class Commands:
         self._store = store
         self._config = config
         self.models = ModelChoices(store, config)
+        self.budget: BudgetControl | None = None
 
-    async def handle(self, name: str, key: SessionKey, text: str = "") -> str:
+    async def handle(self, name: str, key: SessionKey, inbound: Inbound | None = None) -> str:
+        text = inbound.text if inbound is not None else ""
         if name == "stop":
             return "Stopped." if self._control.stop_oldest(key) else "Nothing to stop."
         if name == "stopall":
@@ -88,7 +106,20 @@ class Commands:
         if name == "model":
             argument = text.strip().partition(" ")[2]
             return await self.models.command(str(key), argument)
+        if name == "budget":
+            if self.budget is None:
+                return "There is no daily budget (agent.budget.daily_usd is 0)."
+            argument = text.strip().partition(" ")[2]
+            return await self.budget.command(argument, is_owner=self._is_owner(inbound))
         return HELP
+
+    def _is_owner(self, inbound: Inbound | None) -> bool:
+        """A DM from one of the channel's owner ids (allow_from without "*"; the console
+        user)."""
+        if inbound is None or inbound.chat.is_group:
+            return False
+        options = self._config.channels.options(inbound.chat.channel)
+        return options is not None and inbound.sender_id in options.owner_ids()
 
     async def _status(self, key: SessionKey) -> str:
         session = await self._store.find_session(str(key))

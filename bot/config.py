@@ -6,8 +6,11 @@ see bot/secret_refs.py.
 `load_config(path)` reads the file, interpolates environment variables, and validates it with
 the pydantic models below. Every failure becomes one `ConfigError` whose message names the
 file, the key path and the problem; the CLI prints it and exits with `EXIT_CONFIG` (78, which
-the systemd unit lists in `RestartPreventExitStatus`). Durations accept `45s`, `10m`, `2h`,
-`1d`, plain seconds, or `0`.
+the systemd unit lists in `RestartPreventExitStatus`). Durations need a unit (`45s`, `10m`,
+`2h`, `1d`, `250ms`); a bare `0` (off) is the only number accepted, so `every: 30` is an error
+rather than a silent 30 seconds. `load_config(path, lenient=True)` is for commands that never
+use secrets (status, pairing, cron, ...): an unset `${VAR}` or unreadable secret file stays as
+its literal text and is listed in `Config.unresolved` instead of failing.
 """
 
 from __future__ import annotations
@@ -16,20 +19,20 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
+from bot.config_agent import DEFAULT_MODEL as DEFAULT_MODEL  # re-exported
+from bot.config_agent import AgentConfig, Duration, StrictModel, check_timezone
+from bot.config_agent import parse_duration as parse_duration  # re-exported
+from bot.config_lenient import relax
 from bot.config_shape import MAX_NESTING, deeper_than, too_deep
 from bot.mcp_config import McpConfig
 from bot.media_config import MediaConfig
@@ -39,10 +42,7 @@ from channels.options import ChannelPolicy as ChannelPolicy  # re-exported: the 
 from channels.registry import ChannelsConfig, default_channels, validate_channels
 
 EXIT_CONFIG = 78
-DEFAULT_MODEL = "claude-sonnet-5-5"
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 _HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 
@@ -51,130 +51,7 @@ class ConfigError(Exception):
     """A configuration problem, phrased for the person who edits config.yaml."""
 
 
-def parse_duration(value: object) -> float:
-    """Seconds from `30m`, `45s`, `2h`, `1d`, `250ms`, a number, or `0`."""
-    if isinstance(value, bool):
-        raise ValueError("expected a duration such as 45s, 10m or 2h")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError("a duration cannot be negative")
-        return float(value)
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if match:
-            return float(match.group(1)) * _UNITS[match.group(2)]
-    raise ValueError(f"expected a duration such as 45s, 10m or 2h, got {value!r}")
-
-
-Duration = Annotated[float, BeforeValidator(parse_duration)]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class QueueConfig(_Model):
-    mode: Literal["collect", "followup", "interrupt", "steer"] = "collect"
-    cap: int = Field(20, ge=1, le=1000)
-
-
-class GuardConfig(_Model):
-    mode: Literal["off", "log", "warn", "block"] = "warn"
-    max_message_chars: int = Field(32768, ge=100)
-
-
-class CompactionConfig(_Model):
-    max_messages: int = Field(50, ge=8)
-    context_ratio: float = Field(0.75, gt=0.1, le=0.95)
-    keep_last: int = Field(4, ge=2)
-
-
-class ToolPolicy(_Model):
-    allow: list[str] | None = None
-    deny: list[str] = Field(default_factory=list)
-
-
-class SubagentConfig(_Model):
-    max_children_per_run: int = Field(5, ge=1, le=50)
-    max_concurrent: int = Field(8, ge=1, le=64)
-    timeout_s: float = Field(300, gt=0)
-    tools: ToolPolicy = Field(default_factory=ToolPolicy)
-    model: str | None = None  # None: sub-agents use their parent chat's model
-
-
-class ExecConfig(_Model):
-    enabled: bool = False
-    timeout_s: float = Field(60, gt=0)
-    max_timeout_s: float = Field(600, gt=0)
-    max_output_chars: int = Field(20000, ge=100)
-    allow_env: list[str] = Field(default_factory=list)
-    sandbox: Literal["auto", "bwrap", "none"] = "auto"
-    network: bool = False
-    cpu_s: int = Field(60, ge=0)
-    memory_mb: int = Field(2048, ge=0)
-    max_processes: int = Field(1024, ge=0)
-    max_file_mb: int = Field(1024, ge=0)
-
-    @model_validator(mode="after")
-    def _timeout_within_max(self) -> ExecConfig:
-        if self.timeout_s > self.max_timeout_s:
-            raise ValueError(
-                f"timeout_s ({self.timeout_s:g}) is above max_timeout_s ({self.max_timeout_s:g}); "
-                "lower timeout_s or raise max_timeout_s"
-            )
-        return self
-
-
-class WebFetchConfig(_Model):
-    enabled: bool = True
-    allow_hosts: list[str] = Field(default_factory=list)
-    max_bytes: int = Field(2_000_000, ge=1000)
-    timeout_s: float = Field(20, gt=0)
-
-
-class AgentConfig(_Model):
-    id: str = Field("main", pattern=r"^[A-Za-z0-9_.-]+$")
-    model: str = DEFAULT_MODEL
-    fallback_models: list[str] = Field(default_factory=list)  # older name of `fallbacks`
-    fallbacks: list[str] = Field(default_factory=list)  # "<provider>/<model>", in order
-    workspace: Path = Path("./workspace")
-    timezone: str = "UTC"
-    max_iterations: int = Field(20, ge=1, le=200)
-    max_tokens: int = Field(8192, ge=256)
-    max_concurrent_runs: int = Field(8, ge=1, le=256)
-    group_max_concurrent: int = Field(3, ge=1, le=32)
-    max_spawn_depth: int = Field(1, ge=1, le=5)
-    max_tool_result_chars: int = Field(50_000, ge=1000)
-    history_turns: int = Field(50, ge=1)
-    context_window: int | None = Field(None, ge=8000)
-    preload_model: bool = True  # load the model SDK in the background after READY
-    queue: QueueConfig = Field(default_factory=QueueConfig)
-    guard: GuardConfig = Field(default_factory=GuardConfig)
-    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
-    tools: ToolPolicy = Field(default_factory=ToolPolicy)
-    subagents: SubagentConfig = Field(default_factory=SubagentConfig)
-    exec: ExecConfig = Field(default_factory=ExecConfig)
-    web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_timezone(cls, value: str) -> str:
-        _check_timezone(value)
-        return value
-
-
-def _check_timezone(value: str) -> None:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(
-            f"unknown timezone {value!r} (use an IANA name like Europe/Berlin)"
-        ) from exc
-
-
-class StoreConfig(_Model):
+class StoreConfig(StrictModel):
     path: Path = Path("./data/perch.db")
     url: str = ""  # postgresql://user:pass@host/db selects PostgreSQL instead of `path`
 
@@ -190,18 +67,18 @@ class StoreConfig(_Model):
         return value
 
 
-class GatewayConfig(_Model):
+class GatewayConfig(StrictModel):
     recovery_window: Duration = 900.0
     group_context_messages: int = Field(50, ge=0, le=500)
     shutdown_grace: Duration = 20.0
 
 
-class HeartbeatTarget(_Model):
+class HeartbeatTarget(StrictModel):
     channel: str
     to: str
 
 
-class HeartbeatConfig(_Model):
+class HeartbeatConfig(StrictModel):
     every: Duration = 1800.0
     active_hours: str | None = None
     timezone: str | None = None
@@ -237,16 +114,17 @@ class HeartbeatConfig(_Model):
     @classmethod
     def _tz(cls, value: str | None) -> str | None:
         if value is not None:
-            _check_timezone(value)
+            check_timezone(value)
         return value
 
 
-class LoggingConfig(_Model):
+class LoggingConfig(StrictModel):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["text", "json"] = "text"
+    file: Path | None = None  # also log here (the console keeps stderr to warnings)
 
 
-class Config(_Model):
+class Config(StrictModel):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     providers: ProvidersConfig = Field(default_factory=ProvidersConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
@@ -259,6 +137,8 @@ class Config(_Model):
 
     # Where the file was read from; relative paths in it are resolved against its folder.
     source: Path | None = Field(None, exclude=True)
+    # What a lenient load left unresolved: one sentence per key (see `load_config`).
+    unresolved: list[str] = Field(default_factory=list, exclude=True)
 
     @field_validator("channels", mode="wrap")
     @classmethod
@@ -285,12 +165,20 @@ class Config(_Model):
         return self.store.url or self.db_path
 
 
-def interpolate(value: Any, env: dict[str, str], path: str = "") -> Any:
-    """Replace `${VAR}` and `${VAR:-default}` in every string of a parsed YAML tree."""
+def interpolate(
+    value: Any, env: dict[str, str], path: str = "", missing: list[tuple[str, str]] | None = None
+) -> Any:
+    """Replace `${VAR}` and `${VAR:-default}` in every string of a parsed YAML tree.
+
+    With a `missing` list, an unset variable or an unreadable `${file:}`/`${cred:}` secret is
+    left as written and noted there as (key path, one sentence naming it) instead of raising."""
     if isinstance(value, dict):
-        return {k: interpolate(v, env, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        return {
+            k: interpolate(v, env, f"{path}.{k}" if path else str(k), missing)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [interpolate(v, env, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [interpolate(v, env, f"{path}[{i}]", missing) for i, v in enumerate(value)]
     if not isinstance(value, str):
         return value
 
@@ -301,6 +189,9 @@ def interpolate(value: Any, env: dict[str, str], path: str = "") -> Any:
             return found
         if default is not None:
             return default
+        if missing is not None:
+            missing.append((path, f"{path} uses ${{{name}}}, which is not set (export {name}=...)"))
+            return match.group(0)
         hint = (
             "export ANTHROPIC_API_KEY=sk-ant-... (or put it in the EnvironmentFile of the "
             "systemd unit)"
@@ -309,7 +200,14 @@ def interpolate(value: Any, env: dict[str, str], path: str = "") -> Any:
         )
         raise ConfigError(f"{path}: environment variable {name} is not set; {hint}")
 
-    return expand_secret_refs(_ENV_REF.sub(substitute, value), env, path)
+    text = _ENV_REF.sub(substitute, value)
+    if missing is None:
+        return expand_secret_refs(text, env, path)
+    try:
+        return expand_secret_refs(text, env, path)
+    except ConfigError as exc:  # an unreadable secret file: noted, left as written
+        missing.append((path, str(exc)))
+        return text
 
 
 def _describe(error: Mapping[str, Any]) -> str:
@@ -330,8 +228,12 @@ def _describe(error: Mapping[str, Any]) -> str:
     return f"{where}: {message}" if where else message
 
 
-def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
-    """Read, interpolate and validate a config file, or raise one readable `ConfigError`."""
+def load_config(
+    path: Path | str, env: dict[str, str] | None = None, *, lenient: bool = False
+) -> Config:
+    """Read, interpolate and validate a config file, or raise one readable `ConfigError`.
+
+    `lenient`: unset `${VAR}`s don't fail; they are listed in `Config.unresolved`."""
     path = Path(path)
     env = dict(os.environ) if env is None else env
     try:
@@ -363,16 +265,23 @@ def load_config(path: Path | str, env: dict[str, str] | None = None) -> Config:
         raise ConfigError(f"{path}: the top level must be a mapping of sections (agent:, ...)")
     if deeper_than(raw, MAX_NESTING):
         raise ConfigError(too_deep(path))
+    missing: list[tuple[str, str]] | None = [] if lenient else None
     try:
-        data = interpolate(raw, env)
+        data = interpolate(raw, env, missing=missing)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        problems = [_describe(e) for e in exc.errors()]
-        raise ConfigError(f"{path}: " + "; ".join(problems)) from None
+    notes = [note for _, note in missing or []]
+    while True:
+        try:
+            config = Config.model_validate(data)
+            break
+        except ValidationError as exc:
+            errors = exc.errors()
+            if not missing or not relax(data, [where for where, _ in missing], errors, notes):
+                problems = [_describe(e) for e in errors]
+                raise ConfigError(f"{path}: " + "; ".join(problems)) from None
     config.source = path.resolve()
+    config.unresolved = notes
     return config
 
 

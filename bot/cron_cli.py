@@ -1,29 +1,26 @@
 """`perch cron list|add|rm`: manage scheduled jobs from the shell, daemon running or not.
 
-The commands edit the SQLite tables directly (through `bot/cron_jobs.py`), so they work when
-the daemon is down. A running daemon notices jobs added or removed here within 30 s (it
-watches `PRAGMA data_version`, which changes when another process commits); a removed job
-never runs even before that, because the daemon re-reads a job before running it.
-`register(sub, add)` adds the `cron` subcommand; `bot.cli.build_parser` calls it.
+With the daemon running the commands go through its control socket (`bot/control_ops.py`):
+a job added is planned at once and a removed one unplanned. Without it they edit the SQLite
+tables directly (through `bot/cron_jobs.py`); a daemon started later loads them. `remove`
+is an alias of `rm`. An `--every` below one minute needs `--allow-fast` (each run is a model
+call). `register(sub, add)` adds the `cron` subcommand; `bot.cli.build_parser` calls it.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 import time
 from typing import Any, cast
 
-from agents.tools.cron import CronRequest, ScheduleKind
-from bot.cli import config_path
-from bot.config import Config, load_config
-from bot.cron_jobs import POLL_EVERY, CronJob, CronJobs, create_job, describe_target
+from agents.tools.cron import CronRequest, ScheduleKind, SessionMode
+from bot.config import Config
+from bot.control_ops import OpContext, Reply
+from bot.cron_jobs import CronJob, CronJobs, create_job, describe_target
 from bot.cron_schedule import format_time
 from bot.routing import decode_chat
-from bot.store import open_store
 
-CLI_MIN_EVERY = 1.0
+CLI_MIN_EVERY = 60.0  # below this a job must say --allow-fast
 
 
 def register(sub: Any, add: Any) -> None:
@@ -31,8 +28,10 @@ def register(sub: Any, add: Any) -> None:
     cron = add("cron", cmd_cron, "list, add or remove scheduled jobs (wake-ups, reminders)")
     actions = cron.add_subparsers(dest="action", required=True)
 
-    def action(name: str, text: str) -> argparse.ArgumentParser:
-        p: argparse.ArgumentParser = actions.add_parser(name, help=text, description=text)
+    def action(name: str, text: str, aliases: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = actions.add_parser(
+            name, help=text, description=text, aliases=list(aliases)
+        )
         p.add_argument("--config", default=argparse.SUPPRESS, help="config file")
         return p
 
@@ -52,51 +51,62 @@ def register(sub: Any, add: Any) -> None:
         default="owner",
         help="owner (default), last, none, or a chat: <channel>:<id>, <channel>:group:<id>, ...",
     )
-    removing = action("rm", "remove jobs (and their run history)")
+    adding.add_argument(
+        "--allow-fast",
+        action="store_true",
+        help="allow --every below one minute (every run is a model call: mind the cost)",
+    )
+    removing = action("rm", "remove jobs (and their run history)", aliases=("remove",))
     removing.add_argument("ids", nargs="+", metavar="ID")
 
 
 def cmd_cron(args: argparse.Namespace) -> int:
-    config = load_config(config_path(getattr(args, "config", None)))
-    return asyncio.run(_main(config, args))
+    from bot.control_client import run_command
+
+    if args.action == "list":
+        return run_command(args, "cron.list", {"runs": args.runs})
+    if args.action == "add":
+        kind = next(k for k in ("at", "every", "cron") if getattr(args, k))
+        request = {
+            "kind": kind,
+            "expr": getattr(args, kind),
+            "message": args.message,
+            "tz": args.tz,
+            "name": args.name,
+            "session": args.session,
+            "to": args.to,
+            "allow_fast": args.allow_fast,
+        }
+        return run_command(args, "cron.add", request)
+    return run_command(args, "cron.rm", {"ids": args.ids})
 
 
-async def _main(config: Config, args: argparse.Namespace) -> int:
-    store = await open_store(config.store_target)
-    try:
-        jobs = CronJobs(store)
-        if args.action == "list":
-            return await _list(jobs, args.runs)
-        if args.action == "add":
-            return await _add(config, jobs, args)
-        return await _remove(jobs, args.ids)
-    finally:
-        await store.close()
-
-
-async def _list(jobs: CronJobs, runs: int) -> int:
+async def op_cron_list(ctx: OpContext, args: dict[str, Any]) -> Reply:
+    jobs = CronJobs(ctx.store)
     found = await jobs.all()
     if not found:
-        print("No cron jobs. Add one with: perch cron add --at +1h -m 'Remind me to stretch'")
-        return 0
+        return Reply(
+            0, "No cron jobs. Add one with: perch cron add --at +1h -m 'Remind me to stretch'\n"
+        )
+    lines: list[str] = []
     for job in found:
         name = f" '{job.name}'" if job.name else ""
-        print(f"{job.id}{name}  {job.schedule.describe()}  [{_state(job)}]")
+        lines.append(f"{job.id}{name}  {job.schedule.describe()}  [{_state(job)}]")
         next_run = (
             format_time(job.next_run_at, job.schedule.tz)
             if job.enabled and job.next_run_at is not None
             else "-"
         )
-        print(
+        lines.append(
             f"  next run: {next_run} · session: {job.session_mode} · result to: "
             f"{describe_target(job.deliver_to)}"
         )
-        print(f"  message: {_one_line(job.message)}")
-        for run in await jobs.runs(job.id, max(runs, 0)):
+        lines.append(f"  message: {_one_line(job.message)}")
+        for run in await jobs.runs(job.id, max(int(args.get("runs", 3)), 0)):
             when = format_time(run.started_at, job.schedule.tz)
             detail = f" ({_one_line(run.detail)})" if run.detail else ""
-            print(f"  run {when}: {run.status}{detail}")
-    return 0
+            lines.append(f"  run {when}: {run.status}{detail}")
+    return Reply(0, "\n".join(lines) + "\n")
 
 
 def _state(job: CronJob) -> str:
@@ -114,39 +124,43 @@ def _one_line(text: str, limit: int = 160) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-async def _add(config: Config, jobs: CronJobs, args: argparse.Namespace) -> int:
-    kind, expr = next((k, getattr(args, k)) for k in ("at", "every", "cron") if getattr(args, k))
+async def op_cron_add(ctx: OpContext, args: dict[str, Any]) -> Reply:
+    session: SessionMode = "chat" if args.get("session") == "chat" else "isolated"
     request = CronRequest(
-        kind=cast(ScheduleKind, kind),
-        expr=expr,
-        message=args.message,
-        tz=args.tz,
-        name=args.name,
-        session=args.session,
-        deliver_to=args.to,
+        kind=cast(ScheduleKind, str(args.get("kind", ""))),
+        expr=str(args.get("expr", "")),
+        message=str(args.get("message", "")),
+        tz=args.get("tz") or None,
+        name=str(args.get("name") or ""),
+        session=session,
+        deliver_to=str(args.get("to") or "owner"),
         created_by="cli",
+        allow_fast=bool(args.get("allow_fast")),
     )
     try:
         job = await create_job(
-            jobs,
+            CronJobs(ctx.store),
             request,
-            default_tz=config.agent.timezone,
+            default_tz=ctx.config.agent.timezone,
             now=time.time(),
             min_every=CLI_MIN_EVERY,
         )
     except ValueError as exc:
-        print(f"perch cron add: {exc}", file=sys.stderr)
-        return 2
+        hint = " (or pass --allow-fast)" if "allow_fast" in str(exc) else ""
+        return Reply(2, err=f"perch cron add: {exc}{hint}\n")
     next_run = format_time(job.next_run_at, job.schedule.tz) if job.next_run_at else "-"
-    print(
+    out = (
         f"Added job {job.id}: {job.schedule.describe()}, next run {next_run}, result to "
-        f"{describe_target(job.deliver_to)}."
+        f"{describe_target(job.deliver_to)}.\n"
     )
-    warning = _channel_warning(config, job.deliver_to)
-    if warning:
-        print(f"Warning: {warning}", file=sys.stderr)
-    print(f"A running daemon picks it up within {POLL_EVERY:g} s.")
-    return 0
+    warning = _channel_warning(ctx.config, job.deliver_to)
+    err = f"Warning: {warning}\n" if warning else ""
+    if ctx.live is not None:
+        await ctx.live.sync_cron()
+        out += "Scheduled in the running daemon.\n"
+    else:
+        out += "Perch is not running; the job is scheduled when it starts.\n"
+    return Reply(0, out, err)
 
 
 def _channel_warning(config: Config, deliver_to: str) -> str:
@@ -160,12 +174,15 @@ def _channel_warning(config: Config, deliver_to: str) -> str:
     return ""
 
 
-async def _remove(jobs: CronJobs, ids: list[str]) -> int:
-    missing = 0
-    for job_id in ids:
+async def op_cron_remove(ctx: OpContext, args: dict[str, Any]) -> Reply:
+    jobs = CronJobs(ctx.store)
+    out, err, missing = "", "", 0
+    for job_id in [str(i) for i in args.get("ids", [])]:
         if await jobs.remove(job_id):
-            print(f"Removed job {job_id}.")
+            out += f"Removed job {job_id}.\n"
         else:
             missing += 1
-            print(f"perch cron rm: no job {job_id!r}; see perch cron list", file=sys.stderr)
-    return 1 if missing else 0
+            err += f"perch cron rm: no job {job_id!r}; see perch cron list\n"
+    if ctx.live is not None:
+        await ctx.live.sync_cron()
+    return Reply(1 if missing else 0, out, err)

@@ -196,6 +196,9 @@ def describe_target(text: str) -> str:
     return describe_chat(chat) if chat is not None else text
 
 
+FAST_MIN_EVERY = 1.0  # the floor for a job that says allow_fast
+
+
 async def create_job(
     jobs: CronJobs,
     request: CronRequest,
@@ -209,6 +212,8 @@ async def create_job(
     message = request.message.strip()
     if not message:
         raise ValueError("the message is empty: say what should happen when the job fires")
+    if request.allow_fast:
+        min_every = min(min_every, FAST_MIN_EVERY)
     schedule = parse_schedule(
         request.kind, request.expr, request.tz or default_tz, now=now, min_every=min_every
     )

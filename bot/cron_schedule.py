@@ -277,13 +277,16 @@ def parse_schedule(
     if kind == "every":
         try:
             seconds = parse_duration(text)
-        except ValueError:
+        except ValueError as exc:
+            if "needs a unit" in str(exc):
+                raise ValueError(f"every {text!r}: {exc}") from None
             raise ValueError(
                 f"every {text!r} is not a duration; write e.g. 45s, 10m, 2h or 1d"
             ) from None
         if seconds < min_every or seconds <= 0:
             raise ValueError(
                 f"every {text!r} is too often; the shortest interval is {min_every:g} s"
+                + (" (a job that must run more often says allow_fast)" if min_every >= 60 else "")
             )
         return Schedule("every", text.replace(" ", ""), tz)
     return Schedule("cron", parse_cron(text).text, tz)

@@ -35,8 +35,10 @@ from agents.tools.base import ToolRegistry
 from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
 from bot.access import AccessControl
+from bot.budget import Budget
 from bot.chat_media import ChatMedia
 from bot.config import Config
+from bot.control_server import ControlServer, start_control
 from bot.gateway import Gateway
 from bot.hardening import make_undumpable
 from bot.instances import InstanceBeacon
@@ -44,6 +46,7 @@ from bot.mcp_host import McpHost
 from bot.message_targets import ChatMessenger
 from bot.model_config import build_router
 from bot.owner import policies
+from bot.owner_notices import install_guards
 from bot.scheduler import Scheduler
 from bot.store import AlreadyRunning as StoreAlreadyRunning
 from bot.store import Store, open_store, redact_url
@@ -79,6 +82,8 @@ class Daemon:
         self.beacon: InstanceBeacon | None = None  # set once the instance lock is held
         self._opened: dict[str, Channel] = {}  # channels whose start() was called
         self._step = "starting"
+        self.budget: Budget | None = None
+        self.control: ControlServer | None = None
         self.mcp = McpHost(config)
 
     async def start(self) -> None:
@@ -161,6 +166,7 @@ class Daemon:
         runner.models = self.upkeep.models = self.gateway.commands.models
         self.announcer.bind(self.gateway)
         self.gateway.cancel_children = self.subagents.cancel_children_of
+        self.budget = install_guards(self)
         for name, channel in self.channels.items():
             # An adapter retries unreachable platforms itself; one that raises is broken.
             self._step = f"starting channel {name}"
@@ -173,6 +179,7 @@ class Daemon:
             log.info("re-running %d message(s) left unfinished by the last run", recovered)
         self._step = "starting the scheduler"
         await self.scheduler.start(self.gateway)
+        self.control = await start_control(self)
         self.started_at = time.time()
         self._status_task = asyncio.create_task(self._write_status_forever())
         log.info(
@@ -189,13 +196,20 @@ class Daemon:
     def request_stop(self) -> None:
         self.stopping.set()
 
+    def _on_signal(self) -> None:
+        """The first SIGINT/SIGTERM stops cleanly; a second one (Ctrl-C again) exits now."""
+        if self.stopping.is_set():
+            log.warning("second interrupt: exiting at once without a clean shutdown")
+            os._exit(130)
+        self.request_stop()
+
     async def run(self) -> None:
         """Start, then serve until SIGINT/SIGTERM (or `request_stop`), then stop."""
         make_undumpable()  # same-user processes can't read our /proc/<pid>/environ or memory
         loop = asyncio.get_running_loop()
         for sig in (signals.SIGINT, signals.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, self.request_stop)
+                loop.add_signal_handler(sig, self._on_signal)
         await self.start()
         # What start-up built lives as long as the process: keep the collector off it
         # (a full collection otherwise walks it all, ~80 ms every few hundred turns).
@@ -218,6 +232,8 @@ class Daemon:
             self._status_task.cancel()
         if self._warm_task is not None:
             self._warm_task.cancel()
+        if self.control is not None:
+            await self.control.stop()
         if self.gateway is not None:
             cancelled = await self.gateway.drain(self.config.gateway.shutdown_grace)
             if cancelled:

@@ -49,7 +49,7 @@ from agents.sanitize import (
     strip_heartbeat_ok,
     strip_silent_token,
 )
-from channels.base import Channel, ChatRef, Outbound, ReplyStream
+from channels.base import Channel, ChatRef, Outbound, ReplyStream, ShowsTools
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +241,8 @@ class TurnReply:
             await self.preview.call_ended(event.text)
         elif isinstance(event, ToolStarted):
             log.debug("tool %s started", event.name)
+            if isinstance(self.stream, ShowsTools):  # the console names the running tool
+                await self.stream.tool(event.name)
 
     async def finish(self, text: str) -> bool:
         """Deliver the model's final `text` (cleaned, NO_REPLY honoured); True if sent.

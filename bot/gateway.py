@@ -23,7 +23,7 @@ from typing import Any, Literal
 from agents.cancel import Cancelled
 from agents.prompt import PromptMode
 from bot.access import AccessControl, Verdict
-from bot.commands import Commands, LaneInfo, parse_command
+from bot.commands import Commands, LaneInfo, parse_command, unknown_command_reply
 from bot.config import Config
 from bot.lanes import Admission, Lane, Pending, QueueMode, Turn
 from bot.media import attachments_from_payload, attachments_to_payload
@@ -65,6 +65,8 @@ class Gateway:
         self.compactor: Compactor | None = None
         # Cancels a session's background sub-agents (those outliving their turn).
         self.cancel_children: Callable[[str], int] | None = None
+        # Returns a one-line notice while chats may not spend (bot/budget.py), else "".
+        self.budget_gate: Callable[[], Awaitable[str]] | None = None
         self._tasks: set[asyncio.Future[object]] = set()
         self._group_context: dict[str, collections.deque[str]] = {}
         self._context_ratio: dict[str, float] = {}  # group session -> context share
@@ -100,7 +102,7 @@ class Gateway:
             if not await self.access.is_authorised(inbound):
                 log.info("command /%s from unauthorised %s ignored", command, _where(inbound))
                 return
-            reply = await self.commands.handle(command, key, inbound.text)
+            reply = await self.commands.handle(command, key, inbound)
             await self._send(inbound.chat, reply)
             return
         access = await self.access.check(inbound)
@@ -115,6 +117,13 @@ class Gateway:
         if access.verdict is Verdict.DENY:
             log.info("message from %s ignored: %s", _where(inbound), access.reason)
             await self._close([inbox_id], "denied")
+            return
+        notice = unknown_command_reply(inbound.text)
+        if not notice and self.budget_gate is not None:
+            notice = await self.budget_gate()
+        if notice:
+            await self._close([inbox_id], "answered")
+            await self._send(inbound.chat, notice)
             return
         pending = Pending(inbound, inbox_id, self._take_context(key))
         if self.runner.media is not None:
@@ -160,6 +169,7 @@ class Gateway:
         chat: ChatRef | None = None,
         when_busy: Literal["skip", "queue"] = "skip",
         mode: PromptMode = "full",
+        system: bool = True,
     ) -> TurnOutcome | None:
         """Run a turn the daemon starts itself (heartbeat, cron, sub-agent result).
 
@@ -177,7 +187,7 @@ class Gateway:
             message_id=uuid.uuid4().hex,
             sender_name="system",
         )
-        pending = Pending(inbound, None, system=True)
+        pending = Pending(inbound, None, system=system)  # False: the owner's `perch chat`
         lane = self._lane(key)
         if not lane.idle or not lane.has_room:
             if when_busy == "queue":

@@ -15,6 +15,7 @@ import re
 import sys
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 from channels import registry
 
@@ -98,14 +99,32 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, ensure_ascii=False)
 
 
-def setup_logging(level: str = "INFO", fmt: str = "text", secrets: Iterable[str] = ()) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
-    handler.addFilter(RedactingFilter(Redactor(secrets)))
+def setup_logging(
+    level: str = "INFO",
+    fmt: str = "text",
+    secrets: Iterable[str] = (),
+    *,
+    file: Path | None = None,
+    quiet_stderr: bool = False,
+) -> None:
+    """Log to stderr (and to `file` when given), redacted. `quiet_stderr` (the console
+    channel is talking on this terminal) lets only warnings and errors reach stderr, so log
+    lines don't run into the conversation; `file` still gets every line at `level`."""
+    redacting = RedactingFilter(Redactor(secrets))
+    handler: logging.Handler = logging.StreamHandler(sys.stderr)
+    handlers = [handler]
+    if quiet_stderr:
+        handler.setLevel(max(logging.WARNING, logging.getLevelName(level)))
+    if file is not None:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(file, encoding="utf-8"))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
-    root.addHandler(handler)
+    for h in handlers:
+        h.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+        h.addFilter(redacting)
+        root.addHandler(h)
     root.setLevel(level)
     # Chatty libraries log request URLs (a bot token may be in them) at INFO/DEBUG.
     for noisy in (

@@ -109,6 +109,8 @@ class Scheduler:
         self._data_version = 0
         self._stopping = False
         self._sync_lock = asyncio.Lock()
+        # Returns why nothing may be spent now (bot/budget.py), or "": runs are skipped then.
+        self.budget_gate: Callable[[], Awaitable[str]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -314,6 +316,8 @@ class Scheduler:
         return spawn
 
     async def _heartbeat_tick(self) -> None:
+        if self.budget_gate is not None and await self.budget_gate():
+            return
         if self.heartbeat is not None:
             await self.heartbeat.tick()
 
@@ -391,6 +395,8 @@ class Scheduler:
         assert gateway is not None, "Scheduler.start() was not called"
         if not gateway.accepting:
             return _SHUTDOWN
+        if self.budget_gate is not None and (why := await self.budget_gate()):
+            return RunOutcome("skipped", f"daily budget: {why}")
         try:
             chat = await resolve_target(
                 job.deliver_to, config=self.config, channels=gateway.channels, store=self.store

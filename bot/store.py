@@ -173,8 +173,9 @@ class Store(Protocol):
 
     async def find_session(self, key: str) -> SessionRow | None: ...
 
-    async def list_sessions(self, limit: int = 100) -> list[SessionRow]:
-        """Active sessions, most recently updated first."""
+    async def list_sessions(self, limit: int = 100, *, archived: bool = False) -> list[SessionRow]:
+        """Active sessions, most recently updated first; with `archived`, archived ones
+        (`/new`) too."""
 
     async def recent_origins(self, limit: int = 50) -> list[str]:
         """Encoded origin chats of active sessions, most recently updated first."""
@@ -270,6 +271,12 @@ class Store(Protocol):
 
     async def pairing_approve(self, channel: str, code: str) -> PairingRequest | None:
         """Approve a pending code (case-insensitive): the sender may write from now on."""
+
+    async def approved_senders(self, channel: str | None = None) -> list[tuple[str, str, float]]:
+        """(channel, sender id, approved at) of every sender approved by pairing."""
+
+    async def pairing_revoke(self, channel: str, sender_id: str) -> bool:
+        """Withdraw an approval; False if the sender was not approved."""
 
     # -- cron -----------------------------------------------------------------------------
 

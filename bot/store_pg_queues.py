@@ -165,6 +165,22 @@ class PostgresQueues(PostgresBase):
             )
         return request
 
+    async def approved_senders(self, channel: str | None = None) -> list[tuple[str, str, float]]:
+        rows = await self._pool.fetch(
+            "SELECT channel, sender_id, approved_at FROM approved_senders "
+            "WHERE ($1::text IS NULL OR channel = $1) ORDER BY channel, approved_at",
+            channel or None,
+        )
+        return [(str(r[0]), str(r[1]), float(r[2])) for r in rows]
+
+    async def pairing_revoke(self, channel: str, sender_id: str) -> bool:
+        result = await self._pool.execute(
+            "DELETE FROM approved_senders WHERE channel = $1 AND sender_id = $2",
+            channel,
+            sender_id,
+        )
+        return str(result).split()[-1] != "0"  # asyncpg returns the status tag, "DELETE n"
+
     # -- cron -----------------------------------------------------------------------------
 
     async def cron_insert(self, job: CronJobRow) -> None:

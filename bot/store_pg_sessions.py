@@ -63,10 +63,10 @@ class PostgresSessions(PostgresBase):
         )
         return SessionRow(*row) if row is not None else None
 
-    async def list_sessions(self, limit: int = 100) -> list[SessionRow]:
+    async def list_sessions(self, limit: int = 100, *, archived: bool = False) -> list[SessionRow]:
+        where = "" if archived else "WHERE NOT archived "
         rows = await self._pool.fetch(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE NOT archived "
-            "ORDER BY updated_at DESC LIMIT $1",
+            f"SELECT {_SESSION_COLUMNS} FROM sessions {where}ORDER BY updated_at DESC LIMIT $1",
             limit,
         )
         return [SessionRow(*r) for r in rows]

@@ -165,6 +165,21 @@ class SQLiteQueues(SQLiteBase):
             )
         return request
 
+    async def approved_senders(self, channel: str | None = None) -> list[tuple[str, str, float]]:
+        sql = "SELECT channel, sender_id, approved_at FROM approved_senders"
+        params: tuple[Any, ...] = (channel,) if channel else ()
+        sql += " WHERE channel = ?" if channel else ""
+        rows = await self._db.execute_fetchall(sql + " ORDER BY channel, approved_at", params)
+        return [(str(r[0]), str(r[1]), float(r[2])) for r in rows]
+
+    async def pairing_revoke(self, channel: str, sender_id: str) -> bool:
+        async with self._transaction() as db:
+            cur = await db.execute(
+                "DELETE FROM approved_senders WHERE channel = ? AND sender_id = ?",
+                (channel, sender_id),
+            )
+        return cur.rowcount > 0
+
     # -- cron -----------------------------------------------------------------------------
 
     async def cron_insert(self, job: CronJobRow) -> None:

@@ -48,10 +48,10 @@ class SQLiteSessions(SQLiteBase):
         rows = await self._db.execute_fetchall(_SELECT_SESSION, (key,))
         return next((SessionRow(*row) for row in rows), None)
 
-    async def list_sessions(self, limit: int = 100) -> list[SessionRow]:
+    async def list_sessions(self, limit: int = 100, *, archived: bool = False) -> list[SessionRow]:
+        where = "" if archived else "WHERE archived = 0 "
         rows = await self._db.execute_fetchall(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE archived = 0 "
-            "ORDER BY updated_at DESC LIMIT ?",
+            f"SELECT {_SESSION_COLUMNS} FROM sessions {where}ORDER BY updated_at DESC LIMIT ?",
             (limit,),
         )
         return [SessionRow(*r) for r in rows]

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from agents.loop import AgentLoop, RunResult
 from agents.model import Usage
 from agents.prompt import PromptBuilder
-from agents.subagents import SubagentLimits, SubagentRunner
+from agents.subagent_ports import SubagentLimits
+from agents.subagents import SubagentRunner
 from bot.config import Config
 from bot.gateway import Gateway
 from bot.routing import decode_chat

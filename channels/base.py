@@ -175,6 +175,13 @@ class ReplyStream(Protocol):
 
 
 @runtime_checkable
+class ShowsTools(Protocol):
+    """A `ReplyStream` that can say which tool the agent is running (the console does)."""
+
+    async def tool(self, name: str) -> None: ...
+
+
+@runtime_checkable
 class Channel(Protocol):
     """A platform adapter. `start` connects and returns once receiving is running.
 

@@ -4,6 +4,12 @@ Every line is one `Inbound` in the DM `console:local:dm:<user>`; replies are pri
 stdout, streamed as they are written when the terminal allows it. End of input (Ctrl-D, or
 stdin closed) calls `on_eof` so the daemon can decide whether to stop. Reading uses a pipe
 reader where stdin supports it and a background thread otherwise (files, /dev/null).
+
+When `interactive` (default: stdin is a terminal) it prints a one-line hint at start (type,
+/help, Ctrl-D) and shows `… thinking` while a turn runs (the `typing` indicator), or
+`… running <tool>` while the agent uses a tool, erased before the reply is printed. Logs
+never go to stdout; `perch run` keeps them off the terminal while the console is on (see
+`bot/logs.py`).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from channels.options import ChannelOptions
 from channels.plugin import Capabilities, ChannelContext, ChannelPlugin
 
 PREFIX = "perch> "
+HINT = "Type a message and press Enter to talk to Perch; /help lists commands; Ctrl-D quits.\n"
+THINKING = "… thinking"
 
 
 class ConsoleOptions(ChannelOptions):
@@ -52,10 +60,16 @@ class ConsoleChannel:
         stdin: TextIO | None = None,
         stdout: TextIO | None = None,
         on_eof: Callable[[], None] | None = None,
+        interactive: bool | None = None,
     ) -> None:
         self.user = user
         self._stdin = stdin or sys.stdin
         self._stdout = stdout or sys.stdout
+        if interactive is None:
+            isatty = getattr(self._stdin, "isatty", None)
+            interactive = bool(isatty and isatty())
+        self.interactive = interactive
+        self._indicator = False  # "… thinking" is on the current line
         self._on_eof = on_eof
         self._task: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
@@ -68,6 +82,8 @@ class ConsoleChannel:
 
     async def start(self, on_message: InboundHandler) -> None:
         self._up = True
+        if self.interactive:
+            self._write(HINT)
         self._task = asyncio.create_task(self._read_loop(on_message), name="console-reader")
 
     async def stop(self) -> None:
@@ -86,12 +102,32 @@ class ConsoleChannel:
 
     @contextlib.asynccontextmanager
     async def typing(self, chat: ChatRef) -> AsyncIterator[None]:
-        yield
+        if not self._indicator:
+            self._show_indicator(THINKING)
+        try:
+            yield
+        finally:
+            self._clear_indicator()
 
     def reply_stream(self, chat: ChatRef) -> ReplyStream:
-        return _ConsoleStream(self._write)
+        return _ConsoleStream(self._write, self._show_indicator)
+
+    def _show_indicator(self, text: str) -> None:
+        if not self.interactive:
+            return
+        self._clear_indicator()
+        self._stdout.write(text)
+        self._stdout.flush()
+        self._indicator = True
+
+    def _clear_indicator(self) -> None:
+        if self._indicator:
+            self._indicator = False
+            self._stdout.write("\r\033[K")  # back to the line start, erase it
+            self._stdout.flush()
 
     def _write(self, text: str) -> None:
+        self._clear_indicator()
         self._stdout.write(text)
         self._stdout.flush()
 
@@ -124,9 +160,14 @@ class _ConsoleStream:
 
     interval = 0.1  # a terminal shows every update; the daemon cleans ten times a second
 
-    def __init__(self, write: Callable[[str], None]) -> None:
+    def __init__(self, write: Callable[[str], None], indicate: Callable[[str], None]) -> None:
         self._write = write
+        self._indicate = indicate
         self._shown = ""
+
+    async def tool(self, name: str) -> None:
+        if not self._shown:  # mid-line text is never overwritten
+            self._indicate(f"… running {name}")
 
     async def update(self, text: str) -> None:
         if not self._shown:

@@ -59,13 +59,16 @@ async def test_telegram_end_to_end(tmp_path: Path, model: FakeAnthropic) -> None
             assert tg.texts()[-1] == "echo: hello bot"
 
             tg.dm("who are you?", user_id=777)  # a stranger
-            await tg.wait_for("sendMessage", 2, timeout=10)
-            assert "pairing code" in tg.texts()[-1]
+            calls = await tg.wait_for("sendMessage", 3, timeout=10)
+            notice, reply = calls[1], calls[2]  # the owner is told first
+            assert str(notice.params["chat_id"]) == "42"
+            assert "perch pairing approve telegram" in notice.params["text"]
+            assert str(reply.params["chat_id"]) == "777" and "pairing code" in reply.params["text"]
             assert len(model.requests) == 1
 
             tg.group_message("lunch at noon", user_id=43, first_name="Bob")  # not addressed
             tg.group_message("when is lunch?", mention=True, user_id=42)
-            calls = await tg.wait_for("sendMessage", 3, timeout=10)
+            calls = await tg.wait_for("sendMessage", 4, timeout=10)
             assert calls[-1].params["chat_id"] in (-1001234, "-1001234")
             assert len(model.requests) == 2
             asked = last_user_text(model.requests[-1])
@@ -101,8 +104,11 @@ async def test_slack_end_to_end(tmp_path: Path, model: FakeAnthropic) -> None:
             assert sl.calls_to("chat.postMessage")[-1].params["text"] == "echo: hi there"
 
             await sl.push_event(_slack_message(sl, "hello?", "D900", "USTRANGER"))
-            await sl.wait_for("chat.postMessage", 2)
-            assert "pairing code" in sl.calls_to("chat.postMessage")[-1].params["text"]
+            await sl.wait_for("chat.postMessage", 3)
+            notice, reply = sl.calls_to("chat.postMessage")[1:3]  # the owner is told first
+            assert notice.params["channel"] == "UALICE"
+            assert "perch pairing approve slack" in notice.params["text"]
+            assert reply.params["channel"] == "D900" and "pairing code" in reply.params["text"]
             assert len(model.requests) == 1
 
             await sl.push_event(_slack_message(sl, "deploy is at 5", "C200", "UBOB"))
@@ -110,7 +116,7 @@ async def test_slack_end_to_end(tmp_path: Path, model: FakeAnthropic) -> None:
                 sl, f"<@{slack_fake.BOT_USER_ID}> when is deploy?", "C200", "UALICE"
             )
             await sl.push_event(mention)
-            calls = await sl.wait_for("chat.postMessage", 3)
+            calls = await sl.wait_for("chat.postMessage", 4)
             assert calls[-1].params["channel"] == "C200"
             assert calls[-1].params["thread_ts"] == mention["ts"]
             assert "deploy is at 5" in last_user_text(model.requests[-1])
@@ -145,8 +151,11 @@ async def test_signal_end_to_end(tmp_path: Path, model: FakeAnthropic) -> None:
             assert sg.sent[-1]["message"] == "echo: ping"
 
             await sg.dm("+15559999", "let me in")
-            await sg.wait_for(lambda: len(sg.sent) >= 2)
-            assert "pairing code" in sg.sent[-1]["message"]
+            await sg.wait_for(lambda: len(sg.sent) >= 3)
+            notice, reply = sg.sent[1], sg.sent[2]  # the owner is told first
+            assert notice["recipients"] == [ALICE]
+            assert "perch pairing approve signal" in notice["message"]
+            assert reply["recipients"] == ["+15559999"] and "pairing code" in reply["message"]
             assert len(model.requests) == 1
 
             await sg.group_message("+15550003", "team-internal", "the key is under the mat")
@@ -156,7 +165,7 @@ async def test_signal_end_to_end(tmp_path: Path, model: FakeAnthropic) -> None:
                 "\ufffc where is the key?",
                 mentions=[sg.mention_of_bot(0)],
             )
-            await sg.wait_for(lambda: len(sg.sent) >= 3)
+            await sg.wait_for(lambda: len(sg.sent) >= 4)
             assert sg.sent[-1]["recipients"] == [group_id]
             assert "under the mat" in last_user_text(model.requests[-1])
         finally:

@@ -165,10 +165,21 @@ def test_missing_file_says_what_to_do(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("45s", 45), ("10m", 600), ("2h", 7200), ("1d", 86400), ("0", 0), (90, 90), ("250ms", 0.25)],
+    [("45s", 45), ("10m", 600), ("2h", 7200), ("1d", 86400), ("0", 0), (0, 0), ("250ms", 0.25)],
 )
 def test_durations(text: object, seconds: float) -> None:
     assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", [90, "30", 1.5, " 45 "])
+def test_a_bare_number_is_not_a_duration(text: object) -> None:
+    with pytest.raises(ValueError, match=r"needs a unit: write .*s, .*m or .*h \(0 means off\)"):
+        parse_duration(text)
+
+
+def test_bare_every_in_the_config_is_an_error_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"heartbeat\.every: a duration needs a unit"):
+        load_config(write(tmp_path, "heartbeat: {every: 30}\n"), ENV)
 
 
 @given(st.text())

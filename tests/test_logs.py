@@ -6,10 +6,19 @@ import io
 import json
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from bot.logs import REDACTED, JsonFormatter, RedactingFilter, Redactor, TextFormatter, run_id_var
+from bot.logs import (
+    REDACTED,
+    JsonFormatter,
+    RedactingFilter,
+    Redactor,
+    TextFormatter,
+    run_id_var,
+    setup_logging,
+)
 
 TELEGRAM_TOKEN = "1234567890:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq"
 SECRETS = ["sk-ant-api03-abcdefghijklmnop", "plain-config-secret-value"]
@@ -83,3 +92,45 @@ def test_ordinary_text_is_left_alone() -> None:
     redact = Redactor(SECRETS)
     text = "turn finished in 1.2s, 15 tokens, chat -1001234567"
     assert redact(text) == text
+
+
+def test_console_mode_keeps_info_off_stderr_but_in_the_log_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    noisy = {
+        name: logging.getLogger(name).level
+        for name in (
+            "httpx",
+            "httpcore",
+            "telegram",
+            "apscheduler",
+            "slack_bolt",
+            "slack_sdk",
+            "aiohttp.access",
+            "anthropic",
+            "websockets",
+        )
+    }
+    try:
+        setup_logging(
+            "INFO", "text", SECRETS, file=tmp_path / "logs" / "perch.log", quiet_stderr=True
+        )
+        log = logging.getLogger("test.console")
+        log.info("HTTP Request: POST https://api.example/v1 sk-ant-api03-abcdefghijklmnop")
+        log.warning("channel telegram could not start")
+        for handler in root.handlers:
+            handler.flush()
+        err = capsys.readouterr().err
+        written = (tmp_path / "logs" / "perch.log").read_text()
+    finally:
+        for handler in root.handlers:
+            handler.close()
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+        for name, level in noisy.items():  # setup_logging quietens these process-wide
+            logging.getLogger(name).setLevel(level)
+    assert "HTTP Request" not in err and "could not start" in err
+    assert "HTTP Request" in written and "could not start" in written
+    assert "sk-ant-api03" not in written and REDACTED in written

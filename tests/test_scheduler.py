@@ -353,26 +353,42 @@ def test_cli_adds_lists_and_removes_jobs_without_a_daemon(
     assert "No cron jobs" in capsys.readouterr().out
 
 
-async def test_running_daemon_notices_jobs_added_and_removed_by_the_cli(
+async def test_cli_cron_changes_reach_the_running_daemon_at_once(
     tmp_path: Path, fake: FakeAnthropic, capsys: pytest.CaptureFixture[str]
 ) -> None:
     chan = MemoryChannel("telegram")
     answer(fake, "From the CLI job.")
     async with running_daemon(tmp_path, fake, {"telegram": chan}, OWNER) as daemon:
         config = str(daemon.config.source)
-        scheduler = scheduler_of(daemon)
         args = ["cron", "add", "--at", "+1h", "-m", "Later.", "--config", config]
         assert await asyncio.to_thread(perch, args) == 0
-        later = capsys.readouterr().out.split("Added job ")[1].split(":")[0]
-        assert await scheduler.poll() is True
-        assert later in (daemon.status().get("next_cron") or "")
-        assert await asyncio.to_thread(perch, ["cron", "rm", later, "--config", config]) == 0
-        assert await scheduler.poll() is True
+        out = capsys.readouterr().out
+        later = out.split("Added job ")[1].split(":")[0]
+        assert "Scheduled in the running daemon." in out
+        assert later in (daemon.status().get("next_cron") or "")  # no polling needed
+        assert await asyncio.to_thread(perch, ["cron", "remove", later, "--config", config]) == 0
         assert "next_cron" not in daemon.status()
-        assert await scheduler.poll() is False  # nothing changed since
 
         args = ["cron", "add", "--at", "+0.5s", "-m", "Soon.", "--config", config]
         assert await asyncio.to_thread(perch, args) == 0
-        assert await scheduler.poll() is True
         assert await chan.wait_sent(1) == ["From the CLI job."]
     assert chan.sent[0].chat.chat_id == "owner1"
+
+
+async def test_running_daemon_notices_jobs_written_by_another_process(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    async with running_daemon(tmp_path, fake, {"telegram": MemoryChannel("telegram")}, OWNER) as d:
+        scheduler = scheduler_of(d)
+        other = await open_store(d.config.db_path)  # another writer, as a second process is
+        try:
+            request = CronRequest("at", "+1h", "Later.", deliver_to="owner")
+            job_ = await create_job(CronJobs(other), request, default_tz="UTC", now=time.time())
+            assert await scheduler.poll() is True
+            assert job_.id in (d.status().get("next_cron") or "")
+            assert await CronJobs(other).remove(job_.id)
+            assert await scheduler.poll() is True
+            assert "next_cron" not in d.status()
+            assert await scheduler.poll() is False  # nothing changed since
+        finally:
+            await other.close()

@@ -69,8 +69,11 @@ def test_the_cli_exits_78_on_a_missing_secret_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cfg = write(tmp_path / "c.yaml", "providers:\n  anthropic:\n    api_key: ${file:/no/such}\n")
-    assert main(["status", "--config", str(cfg)]) == EXIT_CONFIG
+    assert main(["run", "--config", str(cfg)]) == EXIT_CONFIG
     assert "providers.anthropic.api_key: cannot read secret file" in capsys.readouterr().err
+    # Commands that never use the secret only note it (issue 16).
+    assert main(["status", "--config", str(cfg)]) == 0
+    assert "cannot read secret file /no/such" in capsys.readouterr().out
 
 
 def test_secret_values_never_appear_in_validation_errors(tmp_path: Path) -> None:

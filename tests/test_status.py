@@ -57,6 +57,7 @@ async def test_sessions_lists_conversations_most_recent_first(
         await chan.say("hi", chat_id="newer")
         await chan.wait_sent(2)
     assert await asyncio.to_thread(main, ["sessions", "--config", str(config)]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.split() == ["UPDATED", "COST", "SESSION"]
     assert [line.rsplit(":", 1)[-1] for line in lines] == ["newer", "older"]
     assert all("$" in line for line in lines)

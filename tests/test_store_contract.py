@@ -208,6 +208,7 @@ async def test_list_sessions_and_recent_origins_are_newest_first(store: Store) -
     await store.archive_session("agent:main:3")
     assert await store.recent_origins() == ["o1"]
     assert "agent:main:3" not in [s.key for s in await store.list_sessions()]
+    assert "agent:main:3" in [s.key for s in await store.list_sessions(archived=True)]
 
 
 async def test_add_usage_and_session_totals(store: Store) -> None:
@@ -363,6 +364,21 @@ async def test_pairing_approve_lets_the_sender_in_and_drops_their_codes(store: S
     assert await store.pairing_approve("telegram", "DDDD5555") is None
     await store.pairing_add(request("EEEE6666", "1"))
     assert await store.pairing_approve("telegram", "EEEE6666") is not None  # twice is fine
+
+
+async def test_approved_senders_are_listed_and_can_be_revoked(store: Store) -> None:
+    await store.pairing_add(request("AAAA2222", "1"))
+    await store.pairing_add(request("BBBB3333", "2", channel="slack"))
+    assert await store.pairing_approve("telegram", "AAAA2222") is not None
+    assert await store.pairing_approve("slack", "BBBB3333") is not None
+    listed = await store.approved_senders()
+    assert [(c, s) for c, s, _ in listed] == [("slack", "2"), ("telegram", "1")]
+    assert all(at > 0 for _, _, at in listed)
+    assert [s for _, s, _ in await store.approved_senders("telegram")] == ["1"]
+    assert await store.pairing_revoke("telegram", "1") is True
+    assert await store.is_approved("telegram", "1") is False
+    assert await store.pairing_revoke("telegram", "1") is False  # not approved any more
+    assert await store.is_approved("slack", "2") is True
 
 
 async def test_an_expired_code_cannot_be_approved(store: Store) -> None:

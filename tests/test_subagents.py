@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from agents.spawn_tool import SpawnTool
-from agents.subagents import SubagentStatus
+from agents.subagent_ports import SubagentStatus
 from agents.tools.base import ToolContext, ToolError
 from bot.daemon import Daemon
 from bot.sessions import SessionKey

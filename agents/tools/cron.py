@@ -24,7 +24,19 @@ SessionMode = Literal["isolated", "chat"]
 MAX_MESSAGE_CHARS = 4000
 MAX_NAME_CHARS = 80
 DELIVERY_WORDS = ("here", "owner", "last", "none")
-_ARGS = ("action", "name", "at", "every", "cron", "tz", "message", "session", "deliver_to", "id")
+_ARGS = (
+    "action",
+    "name",
+    "at",
+    "every",
+    "cron",
+    "tz",
+    "message",
+    "session",
+    "deliver_to",
+    "id",
+    "allow_fast",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +52,7 @@ class CronRequest:
     session: SessionMode = "isolated"
     deliver_to: str = "none"
     created_by: str = ""
+    allow_fast: bool = False  # `every` below one minute is refused without it (cost guard)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +114,7 @@ class CronTool:
         "9:00 to call Alex' -> add with at and message 'Remind the user to call Alex.') and "
         "recurring reports. Give exactly one schedule: `at` (one-shot: ISO 8601 time such as "
         "2025-03-01T09:00, read in `tz`, or +20m for 20 minutes from now), `every` (e.g. 30m, "
-        "2h, 1d; at least 1m) or `cron` (5 fields: minute hour day-of-month month "
+        "2h, 1d; at least 1m unless allow_fast) or `cron` (5 fields: minute hour day-of-month month "
         "day-of-week, e.g. '0 9 * * 1-5' for weekdays at 9:00). Jobs survive restarts."
     )
 
@@ -141,6 +154,11 @@ class CronTool:
                     "recently active chat; none: keep the result to yourself.",
                 },
                 "id": {"type": "string", "description": "The job id (remove)."},
+                "allow_fast": {
+                    "type": "boolean",
+                    "description": "Allow `every` below one minute (each run costs a model "
+                    "call; only when the user asked for it).",
+                },
             },
             "required": ["action"],
         }
@@ -212,6 +230,7 @@ class CronTool:
             session=cast(SessionMode, session),
             deliver_to=where,
             created_by=ctx.session_key,
+            allow_fast=args.get("allow_fast") is True,
         )
         try:
             view = await self._service.add_job(request)

@@ -1,0 +1,50 @@
+"""What the sub-agent runner shares with the daemon: its limits, its status, and the two
+protocols the daemon implements for it (`ChildStore`, `Announcer`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from agents.loop import RunResult
+from agents.model import Usage
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentLimits:
+    """The `agent.max_spawn_depth` and `agent.subagents` settings."""
+
+    max_depth: int = 1
+    max_children_per_run: int = 5
+    max_concurrent: int = 8
+    timeout_s: float = 300.0
+    allow: tuple[str, ...] | None = None
+    deny: tuple[str, ...] = ()
+
+
+class ChildStore(Protocol):
+    """Where children's sessions live (the daemon's store)."""
+
+    def child_key(self, parent_key: str, spawn_id: str) -> str:
+        """The session key of a child of `parent_key` (one level deeper)."""
+        ...
+
+    async def save_child(self, key: str, result: RunResult, *, run_id: str, origin: str) -> None:
+        """Persist a finished (or cancelled) child run in its own session, with its usage."""
+        ...
+
+    async def add_usage(self, parent_key: str, usage: Usage) -> None:
+        """Add a child's usage to `parent_key` and every ancestor of it."""
+        ...
+
+
+class Announcer(Protocol):
+    """Delivers a detached (`wait=false`) child's result into its parent session."""
+
+    async def announce(self, parent_key: str, origin: str | None, text: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentStatus:
+    running: int
+    queued: int

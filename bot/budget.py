@@ -1,0 +1,134 @@
+"""The daily spending guard: `agent.budget.daily_usd` (0, the default, means off).
+
+Spend is the sum of the `usage` table since midnight UTC (chats, cron, heartbeat and
+sub-agents alike). At `warn_ratio` (80%) the owner is told once a day; at 100% `notice()`
+returns a one-line explanation and the daemon stops spending: chats get that line instead of
+a model call, cron jobs and heartbeats are skipped, `spawn` is refused, until the next UTC
+day or until the owner lifts it for the rest of the day with `/budget lift`. A turn already
+running finishes (it may overshoot by one turn's cost).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:  # bot.config imports BudgetConfig from here
+    from bot.store import Store
+
+log = logging.getLogger(__name__)
+
+TellOwner = Callable[[str], Awaitable[bool]]
+
+
+class BudgetConfig(BaseModel):
+    """`agent.budget` in config.yaml."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    daily_usd: float = Field(0.0, ge=0)
+    warn_ratio: float = Field(0.8, gt=0, lt=1)
+
+
+def day_start(now: float | None = None) -> float:
+    """Midnight UTC of the day `now` falls in."""
+    now = time.time() if now is None else now
+    return now - (now % 86400)
+
+
+class Budget:
+    """One daemon's guard. `notice()` is "" while spending may go on."""
+
+    def __init__(
+        self,
+        settings: BudgetConfig,
+        store: Store,
+        tell_owner: TellOwner | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.tell_owner = tell_owner
+        self.clock = clock
+        self._lifted_day = -1.0
+        self._told: dict[str, float] = {}  # "warn" | "stop" -> the day the owner was told
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.daily_usd > 0
+
+    async def spent_today(self) -> float:
+        return (await self.store.usage_since(day_start(self.clock()))).cost_usd
+
+    def lifted(self) -> bool:
+        return self._lifted_day == day_start(self.clock())
+
+    async def notice(self) -> str:
+        """Why nothing may be spent now, or "" when it may."""
+        if not self.enabled or self.lifted():
+            return ""
+        spent = await self.spent_today()
+        if spent < self.settings.daily_usd:
+            return ""
+        await self._tell_once("stop", self._stop_text(spent))
+        return self._stop_text(spent)
+
+    async def after_run(self, *_: object) -> None:
+        """Usage listener: tell the owner at the warning line and at the limit, once a day."""
+        if not self.enabled or self.lifted():
+            return
+        spent = await self.spent_today()
+        limit = self.settings.daily_usd
+        if spent >= limit:
+            await self._tell_once("stop", self._stop_text(spent))
+        elif spent >= limit * self.settings.warn_ratio:
+            await self._tell_once(
+                "warn",
+                f"Heads-up: ${spent:.2f} of today's ${limit:.2f} budget is spent "
+                f"({spent / limit:.0%}). At 100% I pause cron, heartbeat and sub-agents and "
+                "stop answering chats until midnight UTC (/budget lift overrides).",
+            )
+
+    def lift(self) -> None:
+        self._lifted_day = day_start(self.clock())
+        log.warning("budget: lifted by the owner for the rest of today (UTC)")
+
+    def status_line(self, spent: float) -> str:
+        if not self.enabled:
+            return "  budget: off (agent.budget.daily_usd)"
+        limit = self.settings.daily_usd
+        state = ", lifted for today" if self.lifted() else (", PAUSED" if spent >= limit else "")
+        return f"  budget: ${spent:.2f} of ${limit:.2f} today ({spent / limit:.0%}){state}"
+
+    async def command(self, argument: str, *, is_owner: bool) -> str:
+        """`/budget` shows the state; `/budget lift` (owner only) lifts it for today."""
+        spent = await self.spent_today()
+        if argument.strip().lower() == "lift":
+            if not is_owner:
+                return "Only the owner can lift the budget."
+            if not self.enabled:
+                return "There is no daily budget (agent.budget.daily_usd is 0)."
+            self.lift()
+            return f"Budget lifted for the rest of today (UTC); ${spent:.2f} spent so far."
+        line = self.status_line(spent).strip()
+        return line[0].upper() + line[1:] + ("\n/budget lift - lift it for today" * self.enabled)
+
+    def _stop_text(self, spent: float) -> str:
+        return (
+            f"Today's budget of ${self.settings.daily_usd:.2f} is used up (${spent:.2f} spent), "
+            "so I'm paused until midnight UTC; the owner can lift it with /budget lift."
+        )
+
+    async def _tell_once(self, kind: str, text: str) -> None:
+        today = day_start(self.clock())
+        if self._told.get(kind) == today:
+            return
+        self._told[kind] = today
+        log.warning("budget: %s", text)
+        if self.tell_owner is not None:
+            await self.tell_owner(text)

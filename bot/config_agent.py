@@ -1,0 +1,153 @@
+"""The `agent:` section of config.yaml, and the value types every section shares.
+
+`parse_duration` reads `45s`, `10m`, `2h`, `1d`, `250ms` or `0` (a bare number needs a unit);
+`StrictModel` refuses unknown keys, so a typo is an error naming the key. `bot.config` composes
+these into the whole `Config`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from bot.budget import BudgetConfig
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from `30m`, `45s`, `2h`, `1d`, `250ms`, or `0` (a bare number needs a unit)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 45s, 10m or 2h")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError("a duration cannot be negative")
+        if value == 0:
+            return 0.0
+        raise ValueError(_needs_unit(value))
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if match:
+            if match.group(2) is None and float(match.group(1)) != 0:
+                raise ValueError(_needs_unit(match.group(1)))
+            return float(match.group(1)) * _UNITS[match.group(2)]
+    raise ValueError(f"expected a duration such as 45s, 10m or 2h, got {value!r}")
+
+
+def _needs_unit(number: object) -> str:
+    return f"a duration needs a unit: write {number}s, {number}m or {number}h (0 means off)"
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class QueueConfig(StrictModel):
+    mode: Literal["collect", "followup", "interrupt", "steer"] = "collect"
+    cap: int = Field(20, ge=1, le=1000)
+
+
+class GuardConfig(StrictModel):
+    mode: Literal["off", "log", "warn", "block"] = "warn"
+    max_message_chars: int = Field(32768, ge=100)
+
+
+class CompactionConfig(StrictModel):
+    max_messages: int = Field(50, ge=8)
+    context_ratio: float = Field(0.75, gt=0.1, le=0.95)
+    keep_last: int = Field(4, ge=2)
+
+
+class ToolPolicy(StrictModel):
+    allow: list[str] | None = None
+    deny: list[str] = Field(default_factory=list)
+
+
+class SubagentConfig(StrictModel):
+    max_children_per_run: int = Field(5, ge=1, le=50)
+    max_concurrent: int = Field(8, ge=1, le=64)
+    timeout_s: float = Field(300, gt=0)
+    tools: ToolPolicy = Field(default_factory=ToolPolicy)
+    model: str | None = None  # None: sub-agents use their parent chat's model
+
+
+class ExecConfig(StrictModel):
+    enabled: bool = False
+    timeout_s: float = Field(60, gt=0)
+    max_timeout_s: float = Field(600, gt=0)
+    max_output_chars: int = Field(20000, ge=100)
+    allow_env: list[str] = Field(default_factory=list)
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    network: bool = False
+    cpu_s: int = Field(60, ge=0)
+    memory_mb: int = Field(2048, ge=0)
+    max_processes: int = Field(1024, ge=0)
+    max_file_mb: int = Field(1024, ge=0)
+
+    @model_validator(mode="after")
+    def _timeout_within_max(self) -> ExecConfig:
+        if self.timeout_s > self.max_timeout_s:
+            raise ValueError(
+                f"timeout_s ({self.timeout_s:g}) is above max_timeout_s ({self.max_timeout_s:g}); "
+                "lower timeout_s or raise max_timeout_s"
+            )
+        return self
+
+
+class WebFetchConfig(StrictModel):
+    enabled: bool = True
+    allow_hosts: list[str] = Field(default_factory=list)
+    max_bytes: int = Field(2_000_000, ge=1000)
+    timeout_s: float = Field(20, gt=0)
+
+
+class AgentConfig(StrictModel):
+    id: str = Field("main", pattern=r"^[A-Za-z0-9_.-]+$")
+    model: str = DEFAULT_MODEL
+    fallback_models: list[str] = Field(default_factory=list)  # older name of `fallbacks`
+    fallbacks: list[str] = Field(default_factory=list)  # "<provider>/<model>", in order
+    workspace: Path = Path("./workspace")
+    timezone: str = "UTC"
+    max_iterations: int = Field(20, ge=1, le=200)
+    max_tokens: int = Field(8192, ge=256)
+    max_concurrent_runs: int = Field(8, ge=1, le=256)
+    group_max_concurrent: int = Field(3, ge=1, le=32)
+    max_spawn_depth: int = Field(1, ge=1, le=5)
+    max_tool_result_chars: int = Field(50_000, ge=1000)
+    history_turns: int = Field(50, ge=1)
+    context_window: int | None = Field(None, ge=8000)
+    preload_model: bool = True  # load the model SDK in the background after READY
+    queue: QueueConfig = Field(default_factory=QueueConfig)
+    guard: GuardConfig = Field(default_factory=GuardConfig)
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
+    tools: ToolPolicy = Field(default_factory=ToolPolicy)
+    subagents: SubagentConfig = Field(default_factory=SubagentConfig)
+    exec: ExecConfig = Field(default_factory=ExecConfig)
+    web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        check_timezone(value)
+        return value
+
+
+def check_timezone(value: str) -> None:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(
+            f"unknown timezone {value!r} (use an IANA name like Europe/Berlin)"
+        ) from exc
