@@ -257,7 +257,7 @@ async def load_history(store: Store, session_id: str, max_turns: int) -> tuple[l
     if max_turns <= 0:
         stored = await store.messages(session_id)
         return stored, len(stored)
-    limit = max(64, max_turns * 8)
+    limit = max_turns * 2 + 16  # a chat turn is two messages; tool rounds widen it below
     while True:
         stored, total = await store.recent_messages(session_id, limit)
         if len(stored) >= total:
