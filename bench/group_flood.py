@@ -20,6 +20,7 @@ import asyncio
 from bench.harness import GROUP_CHAT, telegram_daemon, wait_idle
 from bench.report import Report, parser
 from bench.wire import Wire, use_loopback
+from bot.store_sqlite import SQLiteStore
 
 GROUP_LIMIT = 3
 TARGET_STOP_MS = 50.0  # /stop in another chat answered within this, p99 (issue 19)
@@ -60,6 +61,16 @@ async def flood(
             await wait_idle(daemon)
         result = await wire.call("flood", chat=GROUP_CHAT, n=n, rate=rate)
         await wait_idle(daemon, timeout=120)
+        if not result["dropped_with_notice"]:  # the notice no longer carries the count
+            store = daemon.store
+            assert isinstance(store, SQLiteStore)
+            rows = await store._db.execute_fetchall(
+                "SELECT count(*) FROM inbox WHERE chat_id = ? AND status = 'dropped'",
+                (str(GROUP_CHAT),),
+            )
+            dropped = next(iter(rows))[0]
+            result["dropped_with_notice"] = dropped
+            result["lost"] = n - result["reached_model"] - dropped
     add_flood(report, label, result)
     return result
 
