@@ -5,8 +5,7 @@ A typical chat turn is a user message and an assistant reply of a few sentences,
 2 KB tool result. Measured one at a time and with 8 runs saving at once (the default run
 cap), then the whole database work of one gateway turn (inbox row, session and history
 load (the tail `bot.turns.load_history` reads), save, inbox close), and the save through the
-sqlite3 module directly. Each
-figure is the median of 3 rounds. The database lives in a temporary folder (its file
+sqlite3 module directly. Each figure is the median of 3 rounds. The database lives in a temporary folder (its file
 system is printed); WAL with synchronous=NORMAL, as the store opens it.
 
     .venv/bin/python -m bench.sqlite [--turns 2000]
