@@ -214,6 +214,8 @@ class Daemon:
         # What start-up built lives as long as the process: keep the collector off it
         # (a full collection otherwise walks it all, ~80 ms every few hundred turns).
         gc.freeze()
+        if self._warm_task is not None:  # and the model SDK once loaded (58 ms a collection)
+            self._warm_task.add_done_callback(lambda _: gc.freeze())
         watchdog = asyncio.create_task(_watchdog())
         try:
             await self.stopping.wait()
