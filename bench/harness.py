@@ -9,6 +9,7 @@ redaction are still paid for), yields it, and stops it. `wait_idle` waits until 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import tempfile
@@ -29,7 +30,11 @@ GROUP_CHAT = -1001234
 
 @asynccontextmanager
 async def telegram_daemon(
-    wire: Wire, *, streaming: str = "partial", overrides: dict[str, Any] | None = None
+    wire: Wire,
+    *,
+    streaming: str = "partial",
+    overrides: dict[str, Any] | None = None,
+    paced: bool = False,
 ) -> AsyncIterator[Daemon]:
     with tempfile.TemporaryDirectory(prefix="perch-bench-") as tmp:
         config = make_config(
@@ -46,7 +51,8 @@ async def telegram_daemon(
                 **(overrides or {}),
             },
         )
-        with log_to_devnull(config, [wire.token, "test-key"]), unpaced():
+        pacing = contextlib.nullcontext() if paced else unpaced()
+        with log_to_devnull(config, [wire.token, "test-key"]), pacing:
             daemon = Daemon(config)
             await daemon.start()
             try:
