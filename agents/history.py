@@ -50,6 +50,7 @@ __all__ = [
     "prepare_history",
     "prune_tool_results",
     "repair_tool_pairing",
+    "user_turn_starts",
     "validate_history",
 ]
 
@@ -106,6 +107,11 @@ def _tool_use_ids(message: Message) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------
 # Stage 1: limit turns.
+
+
+def user_turn_starts(messages: Messages) -> list[int]:
+    """Indexes of the messages that start a user turn (what `limit_turns` counts)."""
+    return [i for i, m in enumerate(messages) if isinstance(m, dict) and _is_user_turn(m)]
 
 
 def limit_turns(messages: Messages, max_turns: int) -> list[model.Message]:

@@ -220,4 +220,7 @@ class ModelClient(Protocol):
         self, request: ModelRequest, on_text: TextCallback | None = None
     ) -> ModelResponse: ...
 
+    async def warm(self) -> None:
+        """Load what the first request would load (SDK, client); called once in the background."""
+
     async def aclose(self) -> None: ...

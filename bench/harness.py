@@ -9,6 +9,7 @@ redaction are still paid for), yields it, and stops it. `wait_idle` waits until 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import tempfile
@@ -21,6 +22,7 @@ from bench.wire import Wire
 from bot.config import Config
 from bot.daemon import Daemon
 from bot.logs import setup_logging
+from channels.telegram.flood import FloodControl
 from tests.harness import make_config
 
 GROUP_CHAT = -1001234
@@ -28,7 +30,11 @@ GROUP_CHAT = -1001234
 
 @asynccontextmanager
 async def telegram_daemon(
-    wire: Wire, *, streaming: str = "partial", overrides: dict[str, Any] | None = None
+    wire: Wire,
+    *,
+    streaming: str = "partial",
+    overrides: dict[str, Any] | None = None,
+    paced: bool = False,
 ) -> AsyncIterator[Daemon]:
     with tempfile.TemporaryDirectory(prefix="perch-bench-") as tmp:
         config = make_config(
@@ -45,7 +51,8 @@ async def telegram_daemon(
                 **(overrides or {}),
             },
         )
-        with log_to_devnull(config, [wire.token, "test-key"]):
+        pacing = contextlib.nullcontext() if paced else unpaced()
+        with log_to_devnull(config, [wire.token, "test-key"]), pacing:
             daemon = Daemon(config)
             await daemon.start()
             try:
@@ -55,6 +62,21 @@ async def telegram_daemon(
                 yield daemon
             finally:
                 await daemon.stop()
+
+
+@contextmanager
+def unpaced() -> Iterator[None]:
+    """Lift the adapter's pacing to Telegram's 30 calls a second across chats: the fake Bot
+    API has no such limit, and with it any burst measures the pacing (2 calls a turn: 15
+    turns/s), not Perch."""
+    defaults = FloodControl.__init__.__kwdefaults__
+    assert defaults is not None and "per_second" in defaults
+    saved = defaults["per_second"]
+    defaults["per_second"] = 1_000_000
+    try:
+        yield
+    finally:
+        defaults["per_second"] = saved
 
 
 @contextmanager

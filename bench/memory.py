@@ -35,6 +35,8 @@ from bot.store import open_store
 
 TARGET_IDLE_MB = 80.0
 TARGET_START_S = 1.5
+PRELOAD = True  # agent.preload_model (--no-preload: the SDK loads on the first turn)
+TARGET_FIRST_EXTRA_MS = 100.0  # first reply after start vs a warm one
 API_KEY = "sk-ant-bench-0123456789"
 
 
@@ -45,9 +47,12 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
     raise LookupError(f"no {field} for pid {pid}")
 
 
-def write_config(folder: Path, telegram: BenchTelegram, model: BenchModel) -> Path:
+def write_config(
+    folder: Path, telegram: BenchTelegram, model: BenchModel, preload: bool = True
+) -> Path:
     path = folder / "config.yaml"
     data = {
+        "agent": {"preload_model": preload},
         "providers": {"anthropic": {"api_key": "${ANTHROPIC_API_KEY}", "base_url": model.base_url}},
         "store": {"path": "./data/perch.db"},
         "heartbeat": {"every": 0},
@@ -104,6 +109,7 @@ class Run:
     turn_mb: float
     peak_mb: float
     first_turn_ms: float
+    second_turn_ms: float
     stop_s: float
 
 
@@ -134,10 +140,22 @@ def open_log(path: Path) -> IO[bytes]:
     return path.open("ab")
 
 
+async def log_line(path: Path, needle: bytes, after: int, timeout: float) -> bool:
+    """Wait until the daemon's log has `needle` past byte `after` (False if it never came:
+    preload is off)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if needle in (await asyncio.to_thread(path.read_bytes))[after:]:
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
 async def one_run(config: Path, telegram: BenchTelegram, user: int) -> Run:
     notify = NotifySocket(config.parent)
     env = {**use_loopback(), "ANTHROPIC_API_KEY": API_KEY, "NOTIFY_SOCKET": notify.path}
     log = open_log(config.parent / "perch.log")
+    log_start = log.tell()
     try:
         began = time.perf_counter()
         proc = await asyncio.create_subprocess_exec(
@@ -148,6 +166,10 @@ async def one_run(config: Path, telegram: BenchTelegram, user: int) -> Run:
             ready = await notify.wait_for("READY=1", 60)
             start_s = ready - began
             await asyncio.sleep(2)  # idle: let anything started at READY settle
+            if PRELOAD:  # let the background load finish: its RSS counts as idle
+                await log_line(
+                    config.parent / "perch.log", b"model providers loaded", log_start, 60
+                )
             idle = rss_mb(proc.pid)
             replies = telegram.replies[user]
             before = len(replies)
@@ -160,6 +182,11 @@ async def one_run(config: Path, telegram: BenchTelegram, user: int) -> Run:
             await telegram.until(lambda: bool(sent()), 60)
             first_turn_ms = (sent()[0] - pushed) * 1000
             await asyncio.sleep(1)
+            pushed = time.monotonic()
+            telegram.dm("and a second message", user_id=user)
+            await telegram.until(lambda: len(sent()) >= 2, 60)
+            second_turn_ms = (sent()[1] - pushed) * 1000
+            await asyncio.sleep(0.5)
             turn = rss_mb(proc.pid)
             peak = rss_mb(proc.pid, "VmHWM")
             stopping = time.perf_counter()
@@ -167,7 +194,10 @@ async def one_run(config: Path, telegram: BenchTelegram, user: int) -> Run:
             code = await asyncio.wait_for(proc.wait(), 30)
             if code != 0:
                 raise RuntimeError(f"perch run exited with {code}; see {log.name}")
-            return Run(start_s, idle, turn, peak, first_turn_ms, time.perf_counter() - stopping)
+            return Run(
+                start_s, idle, turn, peak, first_turn_ms, second_turn_ms,
+                time.perf_counter() - stopping,
+            )  # fmt: skip
         finally:
             if proc.returncode is None:
                 proc.kill()
@@ -208,6 +238,17 @@ def add_runs(report: Report, label: str, done: list[Run]) -> None:
         statistics.median(r.first_turn_ms for r in done),
         "ms",
     )
+    report.add(
+        f"{label}: second turn (warm), update pushed -> sendMessage",
+        statistics.median(r.second_turn_ms for r in done),
+        "ms",
+    )
+    report.add(
+        f"{label}: first turn slower than the second by",
+        statistics.median(r.first_turn_ms - r.second_turn_ms for r in done),
+        "ms",
+        target=TARGET_FIRST_EXTRA_MS,
+    )
     report.add(f"{label}: SIGTERM to exit", statistics.median(r.stop_s for r in done), "s")
 
 
@@ -241,10 +282,10 @@ async def main_async(starts: int, sessions: int) -> Report:
     try:
         async with BenchModel() as model:
             with tempfile.TemporaryDirectory(prefix="perch-bench-") as tmp:
-                config = write_config(Path(tmp), telegram, model)
+                config = write_config(Path(tmp), telegram, model, PRELOAD)
                 add_runs(report, "empty store", await runs(config, telegram, starts, 1000))
             with tempfile.TemporaryDirectory(prefix="perch-bench-") as tmp:
-                config = write_config(Path(tmp), telegram, model)
+                config = write_config(Path(tmp), telegram, model, PRELOAD)
                 size = await store_sessions(Path(tmp) / "data" / "perch.db", sessions)
                 report.note(f"{sessions} stored sessions, 6 messages each: {size:.1f} MB database")
                 # The first user of the first run writes into one of the stored sessions.
@@ -260,7 +301,10 @@ def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--starts", type=int, default=5, help="starts per store (default 5)")
     p.add_argument("--sessions", type=int, default=10_000, help="stored sessions (10000)")
+    p.add_argument("--no-preload", action="store_true", help="agent.preload_model: false")
     args = p.parse_args()
+    global PRELOAD
+    PRELOAD = not args.no_preload
     use_loopback()
     os.environ.pop("NOTIFY_SOCKET", None)
     report = asyncio.run(main_async(args.starts, args.sessions))

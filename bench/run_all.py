@@ -21,7 +21,16 @@ from typing import Any
 from bench.report import describe_machine
 from bench.wire import ROOT, use_loopback
 
-BENCHMARKS = ["overhead", "throughput", "group_flood", "memory", "sqlite", "text"]
+BENCHMARKS = [
+    "overhead",
+    "throughput",
+    "group_flood",
+    "memory",
+    "sqlite",
+    "text",
+    "sessions",
+    "history",
+]
 TIMEOUT_S = 300
 
 

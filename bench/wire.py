@@ -35,6 +35,7 @@ CHAT_PROMPT = "You are a personal assistant"  # how a chat turn's system prompt 
 FLOOD_TOKEN = re.compile(r"flood-\d{5}")
 DROP_NOTICE = re.compile(r"dropped (\d+) older waiting message")
 FLOOD_WAVE = 0.02  # seconds between the waves of a paced flood
+FLOOD_QUIET = 3.0  # seconds without model calls or replies that end a flood
 
 
 def use_loopback() -> dict[str, str]:
@@ -262,6 +263,8 @@ class Scenarios:
         start_reply, start_request = len(replies), len(model.requests)
         tokens = [f"flood-{i:05d}" for i in range(n)]
         wave = n if rate <= 0 else max(1, round(rate * FLOOD_WAVE))
+        stops: list[float] = []
+        probe = asyncio.create_task(self._stop_probe(stops))
         started = time.monotonic()
         for first in range(0, n, wave):
             for i, token in enumerate(tokens[first : first + wave], start=first):
@@ -277,23 +280,73 @@ class Scenarios:
             now = tally()
             return len(now.tokens) + now.dropped >= n and now.echoes >= now.turns
 
-        await tg.until(accounted, timeout=120 + n * (model.delay + 0.05))
+        # The gateway's drop notice no longer says how many it dropped (one notice per
+        # burst of drops): the flood is over once every turn was answered and nothing new
+        # reached the model or the chat for QUIET seconds; the daemon's side then counts
+        # the dropped messages in its inbox (bench.group_flood).
+        deadline = time.monotonic() + 120 + n * (model.delay + 0.05)
+        seen = (-1, -1)
+        quiet_since = settled = time.monotonic()
+        try:
+            while not accounted() and time.monotonic() < deadline:
+                now = (len(model.requests), len(replies))
+                if now != seen:
+                    seen, quiet_since = now, time.monotonic()
+                elif (
+                    time.monotonic() - quiet_since > FLOOD_QUIET
+                    and tally().echoes >= tally().turns
+                    and model.in_flight == 0
+                ):
+                    settled = quiet_since  # the last model call or reply
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            probe.cancel()
+            if accounted():
+                settled = time.monotonic()
         final = tally()
+        stops.sort()
         return {
             "messages": n,
             "push_s": pushed - started,
-            "done_s": time.monotonic() - started,
+            "done_s": settled - started,
             "turns": final.turns,
             "alone": final.alone,
             "collected": final.collected,
             "dropped_with_notice": final.dropped,
             "drop_notices": final.notices,
+            "reached_model": len(final.tokens),
             "lost": n - len(final.tokens) - final.dropped,
             "answered_twice": final.duplicates,
             "replies": final.echoes,
             "model_max_in_flight": model.chat_max_in_flight,
             "other_model_calls": final.other_calls,
+            "stop_probes": len(stops),
+            "stop_p50_ms": stops[len(stops) // 2] if stops else float("nan"),
+            "stop_p99_ms": stops[min(len(stops) - 1, int(len(stops) * 0.99))]
+            if stops
+            else float("nan"),
+            "stop_max_ms": stops[-1] if stops else float("nan"),
         }
+
+    async def _stop_probe(self, latencies: list[float], every: float = 0.05) -> None:
+        """While a flood runs: `/stop` in a DM of another user, again and again; each one's
+        time from its update's hand-out to the answer's `sendMessage`, in ms."""
+        tg = self.telegram
+        user = 4_000_000
+        replies = tg.replies[user]
+        while True:
+            start = len(replies)
+            tg.dm("/stop", user_id=user)
+            update = tg.last_update_id
+
+            def answered(start: int = start) -> bool:
+                return any(r.method == "sendMessage" for r in replies[start:])
+
+            await tg.until(answered, 60)
+            send = next(r.at for r in replies[start:] if r.method == "sendMessage")
+            latencies.append((send - tg.handed_at[update]) * 1000)
+            await asyncio.sleep(every)
 
 
 @dataclass(slots=True)

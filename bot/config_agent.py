@@ -125,6 +125,7 @@ class AgentConfig(StrictModel):
     max_tool_result_chars: int = Field(50_000, ge=1000)
     history_turns: int = Field(50, ge=1)
     context_window: int | None = Field(None, ge=8000)
+    preload_model: bool = True  # load the model SDK in the background after READY
     queue: QueueConfig = Field(default_factory=QueueConfig)
     guard: GuardConfig = Field(default_factory=GuardConfig)
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)

@@ -74,6 +74,7 @@ class Daemon:
         self.stopping = asyncio.Event()
         self.started_at = 0.0
         self._status_task: asyncio.Task[None] | None = None
+        self._warm_task: asyncio.Task[None] | None = None
         self.upkeep: SessionUpkeep | None = None
         self.subagents: SubagentRunner | None = None
         self.announcer: LaneAnnouncer | None = None
@@ -197,6 +198,8 @@ class Daemon:
             config.workspace,
         )
         sd_notify("READY=1\nSTATUS=Perch is running")
+        if config.agent.preload_model:  # off the critical path of the first reply
+            self._warm_task = asyncio.create_task(self.client.warm())
 
     async def _open(self, name: str) -> None:
         assert self.gateway is not None
@@ -234,6 +237,8 @@ class Daemon:
         # What start-up built lives as long as the process: keep the collector off it
         # (a full collection otherwise walks it all, ~80 ms every few hundred turns).
         gc.freeze()
+        if self._warm_task is not None:  # and the model SDK once loaded (58 ms a collection)
+            self._warm_task.add_done_callback(lambda _: gc.freeze())
         watchdog = asyncio.create_task(_watchdog())
         try:
             await self.stopping.wait()
@@ -250,6 +255,8 @@ class Daemon:
         log.info("shutting down")
         if self._status_task is not None:
             self._status_task.cancel()
+        if self._warm_task is not None:
+            self._warm_task.cancel()
         if self.control is not None:
             await self.control.stop()
         if self.gateway is not None:

@@ -1,18 +1,21 @@
 """`/model`: the model each session uses, chosen per chat and kept across restarts.
 
 `ModelChoices` reads a session key's choice from the store once and caches it (a turn costs
-no query); `command(key, argument)` answers `/model` (list, marking the current one),
+no query; the cache keeps the `CACHED_SESSIONS` most recently used keys, so memory stays flat
+in the number of chats that ever spoke, and an evicted key is read again); `command(key, argument)` answers `/model` (list, marking the current one),
 `/model <provider>/<model>` (switch this session) and `/model default` (back to
 `agent.model`). Sub-agents inherit the choice through `ToolContext.model`.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Protocol
 
 from bot.config import Config
 from bot.model_config import display_model, offered_models, split_model
 
+CACHED_SESSIONS = 4096
 USAGE = "Switch with /model <provider>/<model>; /model default returns to the configured one."
 
 
@@ -26,7 +29,7 @@ class ModelChoices:
     def __init__(self, store: ModelStore, config: Config) -> None:
         self._store = store
         self._config = config
-        self._cache: dict[str, str] = {}
+        self._cache: OrderedDict[str, str] = OrderedDict()
 
     @property
     def default(self) -> str:
@@ -37,8 +40,16 @@ class ModelChoices:
         choice = self._cache.get(session_key)
         if choice is None:
             choice = await self._store.session_model(session_key)
-            self._cache[session_key] = choice
+            self._remember(session_key, choice)
+        else:
+            self._cache.move_to_end(session_key)
         return choice
+
+    def _remember(self, session_key: str, choice: str) -> None:
+        self._cache[session_key] = choice
+        self._cache.move_to_end(session_key)
+        while len(self._cache) > CACHED_SESSIONS:
+            self._cache.popitem(last=False)
 
     async def current(self, session_key: str) -> str:
         return await self.chosen(session_key) or self.default
@@ -74,7 +85,7 @@ class ModelChoices:
 
     async def _set(self, session_key: str, model: str) -> None:
         await self._store.set_session_model(session_key, model)
-        self._cache[session_key] = model
+        self._remember(session_key, model)
 
     async def _listing(self, session_key: str) -> str:
         current = await self.current(session_key)

@@ -190,6 +190,10 @@ class Store(Protocol):
 
     async def count_messages(self, session_id: str) -> int: ...
 
+    async def recent_messages(self, session_id: str, limit: int) -> tuple[list[Message], int]:
+        """The last `limit` messages, oldest first, and how many the session holds in all
+        (one read: a turn loads what its turn limit can use, not the whole session)."""
+
     async def save_run(
         self,
         session_id: str,

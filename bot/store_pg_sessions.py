@@ -85,6 +85,18 @@ class PostgresSessions(PostgresBase):
         )
         return [decode_message(r[0], r[1]) for r in rows]
 
+    async def recent_messages(self, session_id: str, limit: int) -> tuple[list[Message], int]:
+        rows = await self._pool.fetch(
+            "SELECT role, content, (SELECT count(*) FROM messages WHERE session_id = $1) "
+            "FROM (SELECT id, role, content FROM messages WHERE session_id = $1 "
+            "ORDER BY id DESC LIMIT $2) AS tail ORDER BY id",
+            session_id,
+            max(limit, 0),
+        )
+        if not rows:
+            return [], await self.count_messages(session_id) if limit <= 0 else 0
+        return [decode_message(r[0], r[1]) for r in rows], int(rows[0][2])
+
     async def messages_with_ids(self, session_id: str) -> list[tuple[int, Message]]:
         rows = await self._pool.fetch(
             "SELECT id, role, content FROM messages WHERE session_id = $1 ORDER BY id",

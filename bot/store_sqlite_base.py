@@ -2,19 +2,25 @@
 
 `SQLiteBase` holds the one aiosqlite connection (WAL mode, autocommit) and `_transaction()`:
 an asyncio lock plus BEGIN IMMEDIATE/COMMIT, so a multi-statement write lands whole and
-concurrent writers never interleave. `MIGRATIONS[i]` takes the schema from version i to i+1.
+concurrent writers never interleave. `_in_transaction(work)` does the same in one hand-off:
+`work` runs all its statements on the database thread (a turn's save was five hand-offs, each
+a thread wake-up; see bench/README.md). `MIGRATIONS[i]` takes the schema from version i to i+1.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import aiosqlite
 
 from bot.store import INBOX_LEASE
+
+T = TypeVar("T")
 
 MIGRATIONS: list[str] = [
     # 1: the foundation
@@ -185,6 +191,27 @@ class SQLiteBase:
                 raise
             else:
                 await self._db.execute("COMMIT")
+
+    async def _in_transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work(conn)` inside BEGIN IMMEDIATE/COMMIT on the database thread, as one
+        hand-off (ROLLBACK if it raises). `work` must only run SQL: it blocks that thread."""
+        # aiosqlite has no public call for "run this function on your thread"; `_execute` is
+        # the queue every one of its own calls goes through (stable since 0.12).
+        conn = self._db._conn
+
+        def run() -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        async with self._lock:
+            result: T = await self._db._execute(run)
+            return result
 
 
 def statements(script: str) -> list[str]:

@@ -6,6 +6,7 @@ the session's totals and its ledger row are written in one transaction.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 import uuid
 from collections.abc import Iterable
@@ -18,6 +19,7 @@ _SESSION_COLUMNS = (
     "id, key, summary, compactions, model, input_tokens, output_tokens, cache_read_tokens, "
     "cache_write_tokens, cost_usd, context_tokens, origin, created_at, updated_at"
 )
+_SELECT_SESSION = f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE key = ? AND archived = 0"
 
 
 class SQLiteSessions(SQLiteBase):
@@ -26,15 +28,16 @@ class SQLiteSessions(SQLiteBase):
         if row is not None:
             return row
         now = time.time()
-        async with self._lock:
-            await self._db.execute(
+
+        def create(db: sqlite3.Connection) -> SessionRow:
+            db.execute(
                 "INSERT OR IGNORE INTO sessions (id, key, created_at, updated_at) "
                 "VALUES (?, ?, ?, ?)",
                 (uuid.uuid4().hex, key, now, now),
             )
-        row = await self._fetch_session(key)
-        assert row is not None
-        return row
+            return SessionRow(*db.execute(_SELECT_SESSION, (key,)).fetchone())
+
+        return await self._in_transaction(create)  # one hand-off, not two
 
     async def find_session(self, key: str) -> SessionRow | None:
         return await self._fetch_session(key)
@@ -42,9 +45,7 @@ class SQLiteSessions(SQLiteBase):
     async def _fetch_session(self, key: str) -> SessionRow | None:
         # Per-turn reads use execute_fetchall: one hop to the database thread instead of
         # three (execute, fetch, close).
-        rows = await self._db.execute_fetchall(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE key = ? AND archived = 0", (key,)
-        )
+        rows = await self._db.execute_fetchall(_SELECT_SESSION, (key,))
         return next((SessionRow(*row) for row in rows), None)
 
     async def list_sessions(self, limit: int = 100, *, archived: bool = False) -> list[SessionRow]:
@@ -76,6 +77,18 @@ class SQLiteSessions(SQLiteBase):
         )
         return [(i, decode_message(role, c)) for i, role, c in rows]
 
+    async def recent_messages(self, session_id: str, limit: int) -> tuple[list[Message], int]:
+        rows = await self._db.execute_fetchall(
+            "SELECT role, content, (SELECT count(*) FROM messages WHERE session_id = ?) "
+            "FROM (SELECT id, role, content FROM messages WHERE session_id = ? "
+            "ORDER BY id DESC LIMIT ?) ORDER BY id",
+            (session_id, session_id, max(limit, 0)),
+        )
+        if not rows:
+            return [], await self.count_messages(session_id) if limit <= 0 else 0
+        rows = list(rows)
+        return [decode_message(role, content) for role, content, _ in rows], int(rows[0][2])
+
     async def count_messages(self, session_id: str) -> int:
         rows = await self._db.execute_fetchall(
             "SELECT count(*) FROM messages WHERE session_id = ?", (session_id,)
@@ -96,51 +109,57 @@ class SQLiteSessions(SQLiteBase):
     ) -> None:
         now = time.time()
         rows = [(session_id, *encode_message(m), run_id, now) for m in messages]
-        async with self._transaction() as db:
+        totals = (
+            now,
+            model,
+            model,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+            usage.cost_usd,
+            context_tokens,
+            origin,
+            session_id,
+        )
+        ledger = (
+            session_key,
+            run_id,
+            model,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+            usage.cost_usd,
+            now,
+        )
+        charged = bool(usage.input_tokens or usage.output_tokens or usage.cost_usd)
+
+        def save(db: sqlite3.Connection) -> None:
             if rows:
-                await db.executemany(
+                db.executemany(
                     "INSERT INTO messages (session_id, role, content, run_id, created_at) "
                     "VALUES (?, ?, ?, ?, ?)",
                     rows,
                 )
-            await db.execute(
+            db.execute(
                 "UPDATE sessions SET updated_at = ?, model = CASE WHEN ? = '' THEN model ELSE ? "
                 "END, input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
                 "cache_read_tokens = cache_read_tokens + ?, "
                 "cache_write_tokens = cache_write_tokens + ?, cost_usd = cost_usd + ?, "
                 "context_tokens = COALESCE(?, context_tokens), origin = COALESCE(?, origin) "
                 "WHERE id = ?",
-                (
-                    now,
-                    model,
-                    model,
-                    usage.input_tokens,
-                    usage.output_tokens,
-                    usage.cache_read_tokens,
-                    usage.cache_write_tokens,
-                    usage.cost_usd,
-                    context_tokens,
-                    origin,
-                    session_id,
-                ),
+                totals,
             )
-            if usage.input_tokens or usage.output_tokens or usage.cost_usd:
-                await db.execute(
+            if charged:
+                db.execute(
                     "INSERT INTO usage (session_key, run_id, model, input_tokens, output_tokens,"
                     " cache_read_tokens, cache_write_tokens, cost_usd, created_at) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        session_key,
-                        run_id,
-                        model,
-                        usage.input_tokens,
-                        usage.output_tokens,
-                        usage.cache_read_tokens,
-                        usage.cache_write_tokens,
-                        usage.cost_usd,
-                        now,
-                    ),
+                    ledger,
                 )
+
+        await self._in_transaction(save)  # one hand-off to the database thread, not five
 
     async def add_session_totals(self, keys: Iterable[str], usage: Usage) -> None:
         keys = list(keys)

@@ -19,7 +19,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from agents.guard import BLOCKED_REPLY, check_input
-from agents.history import estimate_tokens, prepare_history
+from agents.history import estimate_tokens, prepare_history, user_turn_starts
 from agents.loop import AgentLoop, RunRequest, RunResult
 from agents.model import Block, Message
 from agents.pricing import context_window
@@ -156,7 +156,7 @@ class TurnRunner:
         origin: str | None,
     ) -> TurnOutcome:
         session = await self.store.session(str(key))
-        stored = await self.store.messages(session.id)
+        stored, total = await load_history(self.store, session.id, self.config.agent.history_turns)
         history = self._history(session, stored)
         chosen = await self.models.chosen(str(key)) if self.models is not None else ""
         runtime = RuntimeInfo(
@@ -217,7 +217,7 @@ class TurnRunner:
         if self.after_run:
             state = SessionState(
                 str(key),
-                len(stored) + len(result.new_messages),
+                total + len(result.new_messages),
                 result.context_tokens or estimate_tokens([*history, *result.new_messages]),
             )
             for listener in self.after_run:
@@ -247,6 +247,25 @@ class TurnRunner:
 
     def add_usage_listener(self, listener: SessionListener) -> None:
         self.after_run.append(listener)
+
+
+async def load_history(store: Store, session_id: str, max_turns: int) -> tuple[list[Message], int]:
+    """The stored messages the turn limit can use (from the first of the last `max_turns`
+    user turns on; all of them if the session has fewer) and how many the session holds.
+    Reads a tail and widens it until it holds enough turns, so a turn's cost does not grow
+    with the session's length."""
+    if max_turns <= 0:
+        stored = await store.messages(session_id)
+        return stored, len(stored)
+    limit = max_turns * 2 + 16  # a chat turn is two messages; tool rounds widen it below
+    while True:
+        stored, total = await store.recent_messages(session_id, limit)
+        if len(stored) >= total:
+            return stored, total
+        starts = user_turn_starts(stored)
+        if len(starts) >= max_turns:  # more turns stored before: the cut limit_turns makes
+            return stored[starts[-max_turns] :], total
+        limit *= 4
 
 
 async def _deliver(result: RunResult, reply: TurnReply | None) -> bool:

@@ -821,3 +821,26 @@ async def test_one_model_choice_per_session_key(store: Store) -> None:
     await store.set_session_model("k", "")
     assert await store.session_model("k") == ""
     assert await store.session_model("other") == "claude-haiku-4-5"
+
+
+# -- bounded history reads (issue 19) ------------------------------------------------------
+
+
+async def test_recent_messages_returns_the_tail_oldest_first_and_the_total(store: Store) -> None:
+    session = await store.session("telegram:dm:tail")
+    assert await store.recent_messages(session.id, 10) == ([], 0)
+    saved = [user(f"u{i}") if i % 2 == 0 else assistant(f"a{i}") for i in range(9)]
+    await store.save_run(session.id, session.key, saved, usage=USAGE)
+    assert await store.recent_messages(session.id, 4) == (saved[-4:], 9)
+    assert await store.recent_messages(session.id, 100) == (saved, 9)
+    assert await store.recent_messages(session.id, 0) == ([], 9)
+
+
+async def test_a_save_that_fails_leaves_nothing_and_the_store_keeps_working(store: Store) -> None:
+    session = await store.session("telegram:dm:atomic")
+    with pytest.raises(Exception):  # noqa: B017 (each backend raises its own driver error)
+        await store.save_run("no-such-session", session.key, [user("lost")], usage=USAGE)
+    assert await store.messages(session.id) == []
+    await store.save_run(session.id, session.key, [user("kept")], usage=USAGE)
+    assert await store.messages(session.id) == [user("kept")]
+    assert (await store.session(session.key)).input_tokens == USAGE.input_tokens

@@ -273,3 +273,32 @@ async def test_a_502_page_at_start_shows_in_the_status_and_log_as_one_short_line
     assert [r.getMessage().split(";")[0] for r in lines] == [
         f"telegram down: cannot reach the Bot API at {tg.base_url} (Bad Gateway (HTTP 502))"
     ]
+
+
+async def test_typing_skips_a_beat_while_the_overall_pace_is_full_and_comes_back(
+    tg: FakeTelegram, channel: TelegramChannel
+) -> None:
+    other = ChatRef("telegram", str(BOT_ID), "dm", "7")
+    for i in range(30):  # every slot of Telegram's 30 calls a second is taken
+        await channel.send(Outbound(other, f"busy {i}"))
+    async with channel.typing(CHAT):
+        await channel.send(Outbound(CHAT, "the answer"))  # waits for a free slot
+        await tg.wait_for("sendChatAction")  # typing is still shown, once there is room
+    typing = tg.calls("sendChatAction")
+    answer = next(c for c in tg.calls("sendMessage") if c.params.get("chat_id") == 42)
+    assert typing and all(c.at >= answer.at for c in typing)  # it never took the reply's slot
+
+
+async def test_the_pace_is_saturated_while_every_slot_of_the_second_is_taken() -> None:
+    control = FloodControl()
+
+    async def accepted() -> bool:
+        return True
+
+    assert not control.saturated()
+    for _ in range(29):
+        await control.process_request(accepted, (), {}, "sendMessage", {"chat_id": 1}, None)
+    assert not control.saturated()  # one slot left: a typing action may take it
+    await control.process_request(accepted, (), {}, "sendMessage", {"chat_id": 1}, None)
+    assert control.saturated()
+    await eventually(lambda: not control.saturated(), 5)  # free again a second later

@@ -173,6 +173,12 @@ class AnthropicClient:
         await asyncio.to_thread(importlib.import_module, "anthropic")
         return self._sdk()
 
+    async def warm(self) -> None:
+        """Load the SDK and build the client ahead of the first request (the daemon calls
+        this in the background after READY), so the first reply is as quick as later ones."""
+        if self._client is None:
+            await self._sdk_off_loop()
+
     async def aclose(self) -> None:
         """Close the HTTP connections (safe to call twice, or before any call)."""
         client, self._client = self._client, None

@@ -165,6 +165,13 @@ class OpenAIClient:
             )
         return self._client
 
+    async def warm(self) -> None:
+        """Load the SDK and build the client ahead of the first request (in the background
+        after READY), so the first reply is as quick as later ones."""
+        if self._client is None:
+            await asyncio.to_thread(importlib.import_module, "openai")
+            self._sdk()
+
     async def aclose(self) -> None:
         client, self._client = self._client, None
         if client is not None:

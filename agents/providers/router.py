@@ -12,6 +12,7 @@ of the model that answered, so the loop can keep using it for the rest of its tu
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -95,6 +96,17 @@ class ModelRouter:
             response.model = self.display(qualified)
             return response
         raise AssertionError("unreachable: the last model either returns or raises")
+
+    async def warm(self) -> None:
+        """Warm every provider's SDK and client, one after the other; a failure is logged
+        (the first real request reports it properly) and never raised."""
+        began = time.perf_counter()
+        for name, client in self.providers.items():
+            try:
+                await client.warm()
+            except Exception as exc:
+                log.warning("could not prepare model provider %s ahead of time: %s", name, exc)
+        log.info("model providers loaded in %.0f ms", (time.perf_counter() - began) * 1000)
 
     async def aclose(self) -> None:
         for client in self.providers.values():

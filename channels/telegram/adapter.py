@@ -391,8 +391,8 @@ class TelegramChannel:
         thread = int(chat.thread_id) if chat.thread_id else None
 
         async def start() -> None:
-            if self._sender.flood.limited(chat.chat_id):
-                return  # cosmetic: not worth a call while Telegram asks this chat to wait
+            if self._sender.flood.limited(chat.chat_id) or self._sender.flood.saturated():
+                return  # cosmetic: not worth a call (or a paced slot) while Telegram is busy
             bot = self._sender.bot_app().bot
             await bot.send_chat_action(chat.chat_id, ChatAction.TYPING, message_thread_id=thread)
 

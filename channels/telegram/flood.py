@@ -6,7 +6,8 @@ every Bot API call except getUpdates passes through, so new endpoints get it for
 that chat's not-before time; a 429 on a call without a chat sets one for the whole bot. Every
 later call to the chat waits until both have passed; best-effort calls (previews, typing) ask
 `limited(chat)` first and are skipped instead. Calls to chats are also paced to Telegram's
-overall limit (30 a second), which costs nothing below it.
+overall limit (30 a second), which costs nothing below it; typing skips a beat while that pace
+is `saturated()`, so it never takes a slot a reply (or a `/stop` answer) is waiting for.
 
 PTB's own `AIORateLimiter` was considered: with retries it stops every chat for one chat's
 429, without them it keeps no not-before time at all (and logs a traceback per 429), and its
@@ -65,6 +66,12 @@ class FloodControl(BaseRateLimiter[None]):
     def limited(self, chat_id: int | str | None) -> bool:
         """Whether a call to `chat_id` would have to wait for a flood limit now."""
         return self.not_before(chat_id) > time.monotonic()
+
+    def saturated(self) -> bool:
+        """Whether a call to a chat would wait for Telegram's overall pace now (every slot of
+        the coming second is taken): best-effort calls skip a turn rather than queue."""
+        recent = self._recent
+        return len(recent) == recent.maxlen and recent[0] + 1.0 > time.monotonic()
 
     def hold(self, chat_id: int | str | None, seconds: float, what: str = "a call") -> None:
         """Telegram asked to wait `seconds` after `what` to `chat_id` (None: the whole bot)."""
