@@ -33,7 +33,7 @@ def per_session_state(daemon: Daemon) -> dict[str, int]:
     models = gateway.commands.models
     return {
         "gateway lanes": len(gateway.lanes),
-        "group context buffers": len(gateway._group_context),
+        "group context buffers": len(gateway.group_context),
         "group context ratios": len(gateway._context_ratio),
         "/model choices cached": len(models._cache),
         "Telegram per-chat tails": len(getattr(telegram, "_tails", {})),

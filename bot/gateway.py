@@ -12,8 +12,6 @@ what waits. On start, `recover()` re-runs inbox rows left open by a crash (withi
 from __future__ import annotations
 
 import asyncio
-import base64
-import collections
 import logging
 import time
 import uuid
@@ -26,12 +24,13 @@ from bot.access import AccessControl, Verdict
 from bot.claims import SessionSlots
 from bot.commands import Commands, LaneInfo, parse_command, unknown_command_reply
 from bot.config import Config
+from bot.group_context import GroupContext
+from bot.inbox_payload import inbound_from_payload, inbound_to_payload
 from bot.lanes import Admission, Lane, Pending, QueueMode, Turn
-from bot.media import attachments_from_payload, attachments_to_payload
 from bot.sessions import SessionKey
 from bot.store import Store
 from bot.turns import SessionState, TurnOutcome, TurnRunner
-from channels.base import Channel, ChatRef, Image, Inbound, Outbound
+from channels.base import Channel, ChatRef, Inbound, Outbound
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +69,7 @@ class Gateway:
         # Returns a one-line notice while chats may not spend (bot/budget.py), else "".
         self.budget_gate: Callable[[], Awaitable[str]] | None = None
         self._tasks: set[asyncio.Future[object]] = set()
-        self._group_context: dict[str, collections.deque[str]] = {}
+        self.group_context = GroupContext(config.gateway.group_context_messages)
         self._context_ratio: dict[str, float] = {}  # group session -> context share
         self._idle = asyncio.Event()
         self._idle.set()
@@ -109,7 +108,8 @@ class Gateway:
             return
         access = await self.access.check(inbound)
         if access.verdict is Verdict.CONTEXT:
-            self._remember_context(key, inbound)
+            who = inbound.sender_name or inbound.sender_id
+            self.group_context.remember(str(key.chat_key), who, inbound.text)
             await self._close([inbox_id], "context")
             return
         if access.verdict is Verdict.PAIRING:
@@ -127,7 +127,7 @@ class Gateway:
             await self._close([inbox_id], "answered")
             await self._send(inbound.chat, notice)
             return
-        pending = Pending(inbound, inbox_id, self._take_context(key))
+        pending = Pending(inbound, inbox_id, self.group_context.take(str(key.chat_key)))
         if self.runner.media is not None:
             self.runner.media.acknowledge(inbound)
         self._admit(key, pending)
@@ -392,19 +392,6 @@ class Gateway:
         if lane is not None and lane.is_group:
             self._context_ratio[session.key] = ratio
 
-    def _remember_context(self, key: SessionKey, inbound: Inbound) -> None:
-        """Keep an unmentioned group message for the chat's next mention (any thread)."""
-        limit = self.config.gateway.group_context_messages
-        if limit <= 0:
-            return
-        buffer = self._group_context.setdefault(str(key.chat_key), collections.deque(maxlen=limit))
-        who = inbound.sender_name or inbound.sender_id
-        buffer.append(f"{who}: {inbound.text}")
-
-    def _take_context(self, key: SessionKey) -> str:
-        buffer = self._group_context.pop(str(key.chat_key), None)
-        return "\n".join(buffer) if buffer else ""
-
     async def _drop(self, chat: ChatRef, dropped: list[Pending], notify: bool) -> None:
         await self._close([p.inbox_id for p in dropped], "dropped")
         log.warning("queue full for %s: dropped %d oldest message(s)", chat.chat_id, len(dropped))
@@ -435,50 +422,3 @@ class Gateway:
 def _where(inbound: Inbound) -> str:
     chat = inbound.chat
     return f"{chat.channel}:{chat.kind}:{chat.chat_id} (sender {inbound.sender_id})"
-
-
-def inbound_to_payload(inbound: Inbound) -> dict[str, Any]:
-    chat = inbound.chat
-    return {
-        "chat": {
-            "channel": chat.channel,
-            "account": chat.account,
-            "kind": chat.kind,
-            "chat_id": chat.chat_id,
-            "thread_id": chat.thread_id,
-            "reply_to": chat.reply_to,
-        },
-        "sender_id": inbound.sender_id,
-        "sender_name": inbound.sender_name,
-        "text": inbound.text,
-        "message_id": inbound.message_id,
-        "mentioned": inbound.mentioned,
-        "images": [
-            {"media_type": i.media_type, "data": base64.b64encode(i.data).decode("ascii")}
-            for i in inbound.images
-        ],
-        "attachments": attachments_to_payload(inbound.attachments),
-        "received_at": inbound.received_at,
-    }
-
-
-def inbound_from_payload(payload: dict[str, Any]) -> Inbound | None:
-    try:
-        chat = ChatRef(**payload["chat"])
-        images = tuple(
-            Image(i["media_type"], base64.b64decode(i["data"])) for i in payload.get("images", ())
-        )
-        return Inbound(
-            chat=chat,
-            sender_id=payload["sender_id"],
-            sender_name=payload.get("sender_name", ""),
-            text=payload["text"],
-            message_id=payload["message_id"],
-            mentioned=payload.get("mentioned", False),
-            images=images,
-            attachments=attachments_from_payload(payload.get("attachments", ())),
-            received_at=payload.get("received_at", time.time()),
-        )
-    except (KeyError, TypeError, ValueError):
-        log.warning("unreadable inbox payload skipped")
-        return None

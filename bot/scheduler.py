@@ -6,7 +6,7 @@ once `start(gateway)` runs, keeps an `AsyncIOScheduler` with one date timer per 
 removed by `perch cron` in another process (`PRAGMA data_version`, every `poll_every`
 seconds). APScheduler only tells time; the job rows are the truth, re-read before each run.
 
-A run: isolated jobs get a fresh `agent:<id>:cron:<jobId>` session (minimal prompt) and the
+A run (`bot/cron_run.py`): isolated jobs get a fresh `agent:<id>:cron:<jobId>` session (minimal prompt) and the
 result goes to `deliver_to` through `bot.delivery.send_reply`; chat jobs are injected into the delivery chat's session
 (queued behind a running turn) and answer there. NO_REPLY posts nothing. Outcomes go to
 `cron_runs`. Transient failures (model errors, a busy session, an unreachable target or
@@ -26,7 +26,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,41 +41,20 @@ from bot.cron_jobs import (
     CronJob,
     CronJobs,
     CronRun,
-    RunStatus,
     create_job,
-    describe_chat,
     job_view,
 )
+from bot.cron_run import JobRunner, RunOutcome
 from bot.cron_schedule import format_time
-from bot.delivery import DeliveryError, clean_reply, send_reply
 from bot.gateway import Gateway
-from bot.heartbeat import Heartbeat, TargetError, resolve_target
-from bot.sessions import SessionKey
+from bot.heartbeat import Heartbeat
 from bot.store import Store
-from channels.base import ChatRef
 
 log = logging.getLogger(__name__)
 
 RETRY_DELAYS = (60.0, 120.0, 300.0)
 MISSED_GRACE = 24 * 3600.0
 MIN_TOOL_EVERY = 60.0  # the model may not schedule anything more often than this
-
-WAKE_UP = """\
-[Scheduled job {label}: {schedule}]
-{message}
-
-{delivery}"""
-
-
-@dataclass(frozen=True, slots=True)
-class RunOutcome:
-    status: RunStatus
-    detail: str = ""
-    transient: bool = False  # worth retrying
-    shutdown: bool = False  # cut short by shutdown: leave the job due
-
-
-_SHUTDOWN = RunOutcome("skipped", "the daemon is stopping", shutdown=True)
 
 
 class Scheduler:
@@ -112,6 +90,7 @@ class Scheduler:
         self._sync_lock = asyncio.Lock()
         # Returns why nothing may be spent now (bot/budget.py), or "": runs are skipped then.
         self.budget_gate: Callable[[], Awaitable[str]] | None = None
+        self.runs = JobRunner(config, store, lambda: self._stopping)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -380,7 +359,9 @@ class Scheduler:
         if not job.schedule.one_shot and job.next_run_at is not None:
             missed = job.schedule.count_between(job.next_run_at, started, anchor=job.created_at)
         try:
-            outcome = await self._execute(job)
+            gateway = self.gateway
+            assert gateway is not None, "Scheduler.start() was not called"
+            outcome = await self.runs.run(gateway, job, self.budget_gate)
         except Exception as exc:
             log.exception("cron job %s failed", job.label)
             outcome = RunOutcome("error", f"{type(exc).__name__}: {exc}", transient=True)
@@ -429,95 +410,3 @@ class Scheduler:
             fresh = await self.jobs.get(job.id)
             if fresh is not None and fresh.enabled:
                 await self._plan(fresh)
-
-    async def _execute(self, job: CronJob) -> RunOutcome:
-        gateway = self.gateway
-        assert gateway is not None, "Scheduler.start() was not called"
-        if not gateway.accepting:
-            return _SHUTDOWN
-        if self.budget_gate is not None and (why := await self.budget_gate()):
-            return RunOutcome("skipped", f"daily budget: {why}")
-        try:
-            chat = await resolve_target(
-                job.deliver_to, config=self.config, channels=gateway.channels, store=self.store
-            )
-        except TargetError as exc:
-            return RunOutcome("error", f"cannot deliver: {exc}", transient=True)
-        text = WAKE_UP.format(
-            label=job.label,
-            schedule=job.schedule.describe(),
-            message=job.message,
-            delivery=(
-                "Your reply is sent to the user as the result of this job. If there is "
-                "nothing worth sending, reply exactly NO_REPLY."
-                if chat is not None
-                else "Your reply is not sent to anyone; do the work and reply briefly."
-            ),
-        )
-        if job.session_mode == "chat":
-            if chat is None:
-                return RunOutcome("error", "a chat-session job needs a chat; deliver_to is none")
-            return await self._run_in_chat(gateway, chat, text)
-        return await self._run_isolated(gateway, job, chat, text)
-
-    async def _run_in_chat(self, gateway: Gateway, chat: ChatRef, text: str) -> RunOutcome:
-        key = SessionKey.for_chat(self.config.agent.id, chat)
-        busy = gateway.is_busy(key)
-        outcome = await gateway.run_system_turn(
-            key, text, chat=chat, when_busy="queue", mode="full"
-        )
-        if outcome is None:
-            if not gateway.accepting or self._stopping:
-                return _SHUTDOWN
-            if busy:
-                return RunOutcome("ok", f"queued behind a running turn in {describe_chat(chat)}")
-            return RunOutcome("error", "the turn failed; see the log", transient=True)
-        result = outcome.result
-        if result is None:
-            return RunOutcome("error", f"channel {chat.channel} is not running", transient=True)
-        if result.status == "error":
-            return RunOutcome("error", f"the model call failed: {result.error}", transient=True)
-        if result.status == "cancelled":
-            if self._stopping or not gateway.accepting:
-                return _SHUTDOWN
-            return RunOutcome("skipped", "stopped with /stop")
-        if outcome.delivered:
-            return RunOutcome("delivered", f"to {describe_chat(chat)}")
-        return RunOutcome("ok", "NO_REPLY: nothing sent")
-
-    async def _run_isolated(
-        self, gateway: Gateway, job: CronJob, chat: ChatRef | None, text: str
-    ) -> RunOutcome:
-        key = SessionKey.cron(self.config.agent.id, job.id)
-        if gateway.is_busy(key):
-            return RunOutcome("skipped", "the previous run is still going", transient=True)
-        await self.store.reset_session(str(key))  # every run starts fresh
-        outcome = await gateway.run_system_turn(key, text, when_busy="skip", mode="minimal")
-        if outcome is None:
-            if not gateway.accepting or self._stopping:
-                return _SHUTDOWN
-            if gateway.is_busy(key):
-                return RunOutcome("skipped", "the session was busy", transient=True)
-            return RunOutcome("error", "the turn failed; see the log", transient=True)
-        result = outcome.result
-        if result is None:
-            return RunOutcome("error", "the turn did not run", transient=True)
-        if result.status == "error":
-            return RunOutcome("error", f"the model call failed: {result.error}", transient=True)
-        if result.status == "cancelled":
-            return (
-                _SHUTDOWN
-                if self._stopping or not gateway.accepting
-                else RunOutcome("skipped", "cancelled")
-            )
-        if chat is None:
-            if not clean_reply(result.text):
-                return RunOutcome("ok", "NO_REPLY: nothing sent")
-            return RunOutcome("ok", "deliver_to none: the result stays in the job's session")
-        try:
-            sent = await send_reply(gateway.channels, chat, result.text)
-        except DeliveryError as exc:
-            return RunOutcome("error", str(exc), transient=True)
-        if not sent:
-            return RunOutcome("ok", "NO_REPLY: nothing sent")
-        return RunOutcome("delivered", f"to {describe_chat(chat)}")

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from bot.gateway import DROPPED_NOTICE, inbound_to_payload
+from bot.gateway import DROPPED_NOTICE
+from bot.inbox_payload import inbound_to_payload
 from bot.sessions import SessionKey
 from bot.store import Store, open_store
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
