@@ -73,4 +73,10 @@ def where_time_went(profile: cProfile.Profile, turns: int, top: int = 20) -> str
     lines.append(f"  costliest {top} functions by own time (ms per turn):")
     for where, seconds in by_function.most_common(top):
         lines.append(f"    {seconds / turns * 1000:7.3f}  {where}")
+    ours = Counter(
+        {w: s for w, s in by_function.items() if w.startswith(("agents/", "bot/", "channels/"))}
+    )
+    lines.append(f"  Perch's own costliest {top} functions by own time (ms per turn):")
+    for where, seconds in ours.most_common(top):
+        lines.append(f"    {seconds / turns * 1000:7.3f}  {where}")
     return "\n".join(lines)
