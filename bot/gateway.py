@@ -104,7 +104,7 @@ class Gateway:
                 log.info("command /%s from unauthorised %s ignored", command, _where(inbound))
                 return
             reply = await self.commands.handle(command, key, inbound)
-            await self._send(inbound.chat, reply)
+            await self._send(inbound.chat, reply, urgent=True)
             return
         access = await self.access.check(inbound)
         if access.verdict is Verdict.CONTEXT:
@@ -398,13 +398,13 @@ class Gateway:
         if notify:
             await self._send(chat, DROPPED_NOTICE)
 
-    async def _send(self, chat: ChatRef, text: str) -> None:
+    async def _send(self, chat: ChatRef, text: str, *, urgent: bool = False) -> None:
         channel = self.channels.get(chat.channel)
         if channel is None:
             log.error("cannot reply on %s: channel not running", chat.channel)
             return
         try:
-            await channel.send(Outbound(chat, text))
+            await channel.send(Outbound(chat, text, urgent=urgent))
         except Exception as exc:
             log.error("sending to %s on %s failed: %s", chat.chat_id, chat.channel, exc)
 

@@ -94,6 +94,9 @@ class Outbound:
 
     chat: ChatRef
     text: str
+    # A command's answer (/stop, /status, ...): it goes ahead of other chats' replies that
+    # wait for a platform's overall pace, so a flood elsewhere never delays it.
+    urgent: bool = False
 
 
 InboundHandler = Callable[[Inbound], Awaitable[None]]

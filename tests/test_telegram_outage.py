@@ -6,6 +6,7 @@ before the not-before time" is read from its timestamps, never from sleeps.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -184,6 +185,39 @@ async def test_calls_are_paced_to_telegrams_thirty_a_second(tg: FakeTelegram) ->
     assert len(sends) == 31
     # The 31st call waits for the first to be a second old (less the first call's own trip).
     assert sends[30].at - sends[0].at >= 0.9
+
+
+async def test_a_commands_answer_goes_ahead_of_another_chats_paced_replies(
+    tg: FakeTelegram,
+) -> None:
+    async def ignore(_: object) -> None:
+        return None
+
+    settings: dict[str, Any] = {"token": tg.token, "base_url": tg.base_url, "chunk_limit": 10}
+    paced = TelegramChannel(TelegramOptions(**settings))
+    await paced.start(ignore)
+    other = ChatRef("telegram", str(BOT_ID), "dm", "43")
+    try:
+        flood = asyncio.ensure_future(
+            paced.send(Outbound(CHAT, "\n\n".join(f"part {i:02d}" for i in range(40))))
+        )
+        await eventually(lambda: len(tg.calls("sendMessage")) >= 30, 5)
+        # Every slot of this second is taken: a plain reply to another chat waits for one,
+        # a command's answer does not.
+        plain = asyncio.ensure_future(paced.send(Outbound(other, "a reply")))
+        await paced.send(Outbound(other, "Stopped.", urgent=True))
+        answered = time.monotonic()
+        await asyncio.gather(flood, plain)
+    finally:
+        await paced.stop()
+    to_other = [c for c in tg.calls("sendMessage") if str(c.params.get("chat_id")) == "43"]
+    assert [c.params["text"] for c in to_other] == ["Stopped.", "a reply"]
+    to_chat = [c for c in tg.calls("sendMessage") if str(c.params.get("chat_id")) == "42"]
+    assert len(to_chat) == 40
+    # The answer went out before the flood's 31st call, which had to wait for a free slot.
+    assert to_other[0].at < to_chat[30].at
+    assert to_chat[30].at - to_chat[0].at >= 0.9
+    assert answered < to_chat[30].at
 
 
 # -- outages in the log --------------------------------------------------------------------------

@@ -373,7 +373,10 @@ class TelegramChannel:
         if not out.text.strip():
             return
         await self._sender.send_chunks(
-            out.chat, split_markdown(out.text, self._opt.chunk_limit, measure=utf16_len), True
+            out.chat,
+            split_markdown(out.text, self._opt.chunk_limit, measure=utf16_len),
+            True,
+            urgent=out.urgent,
         )
 
     async def send_file(self, out: OutboundFile) -> None:

@@ -37,7 +37,7 @@ from channels.telegram.errors import (
     is_parse_error,
     retry_after_seconds,
 )
-from channels.telegram.flood import MAX_FLOOD_WAIT, FloodControl
+from channels.telegram.flood import MAX_FLOOD_WAIT, URGENT, FloodControl
 from channels.telegram.options import TelegramOptions
 from channels.telegram.redaction import LOGGER_NAME, SecretRedactor
 
@@ -80,11 +80,15 @@ class TelegramSender:
         self._turns = ChatLocks()
         self.flood = FloodControl()
 
-    async def send_chunks(self, chat: ChatRef, chunks: Sequence[str], quote_first: bool) -> None:
+    async def send_chunks(
+        self, chat: ChatRef, chunks: Sequence[str], quote_first: bool, *, urgent: bool = False
+    ) -> None:
         async with self._turns.hold((chat.chat_id, chat.thread_id)):
             for index, chunk in enumerate(chunks):
                 if chunk.strip():
-                    await self.post(chat, chunk, quote=quote_first and index == 0, retry=True)
+                    await self.post(
+                        chat, chunk, quote=quote_first and index == 0, retry=True, urgent=urgent
+                    )
 
     def bot_app(self) -> Application[Any, Any, Any, Any, Any, Any]:
         app = self._current_app()
@@ -94,8 +98,12 @@ class TelegramSender:
             )
         return app
 
-    async def post(self, chat: ChatRef, markdown: str, *, quote: bool, retry: bool) -> int:
-        """Send one chunk as HTML (plain text if Telegram can't parse it); return its id."""
+    async def post(
+        self, chat: ChatRef, markdown: str, *, quote: bool, retry: bool, urgent: bool = False
+    ) -> int:
+        """Send one chunk as HTML (plain text if Telegram can't parse it); return its id.
+        `urgent` (a command's answer) skips the overall pace, never a chat's flood limit."""
+        pace = URGENT if urgent else None
         bot = self.bot_app().bot
         chat_id: int | str = chat.chat_id
         thread = int(chat.thread_id) if chat.thread_id else None
@@ -115,6 +123,7 @@ class TelegramSender:
                     parse_mode=parse_mode,
                     message_thread_id=thread,
                     reply_parameters=reply,
+                    rate_limit_args=pace,
                 )
                 try:
                     return await self.call("sendMessage", chat_id, request, retry=retry)
@@ -130,7 +139,9 @@ class TelegramSender:
                         chat_id,
                     )
                     thread = None
-            request = functools.partial(bot.send_message, chat_id, text, parse_mode=parse_mode)
+            request = functools.partial(
+                bot.send_message, chat_id, text, parse_mode=parse_mode, rate_limit_args=pace
+            )
             return await self.call("sendMessage", chat_id, request, retry=retry)
 
         html = render_telegram_html(markdown)

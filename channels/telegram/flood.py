@@ -7,7 +7,10 @@ that chat's not-before time; a 429 on a call without a chat sets one for the who
 later call to the chat waits until both have passed; best-effort calls (previews, typing) ask
 `limited(chat)` first and are skipped instead. Calls to chats are also paced to Telegram's
 overall limit (30 a second), which costs nothing below it; typing skips a beat while that pace
-is `saturated()`, so it never takes a slot a reply (or a `/stop` answer) is waiting for.
+is `saturated()`, so it never takes a slot a reply is waiting for. A command's answer passes
+`rate_limit_args=URGENT` and skips that pace (not a chat's flood limit): `/stop` in one chat
+is answered at once while another chat's flood of replies waits its turn. (Telegram's
+30-a-second figure is a guideline enforced with 429s, which this class honours anyway.)
 
 PTB's own `AIORateLimiter` was considered: with retries it stops every chat for one chat's
 429, without them it keeps no not-before time at all (and logs a traceback per 429), and its
@@ -40,7 +43,10 @@ def _chat_key(chat_id: object) -> str | None:
     return None if chat_id is None else str(chat_id)
 
 
-class FloodControl(BaseRateLimiter[None]):
+URGENT = "urgent"  # `rate_limit_args` of a call that goes ahead of the overall pace
+
+
+class FloodControl(BaseRateLimiter[str | None]):
     """Not-before times per chat and for the bot, kept from Telegram's 429 answers."""
 
     def __init__(
@@ -99,11 +105,11 @@ class FloodControl(BaseRateLimiter[None]):
         kwargs: dict[str, Any],
         endpoint: str,
         data: dict[str, Any],
-        rate_limit_args: None,
+        rate_limit_args: str | None,
     ) -> bool | dict[str, Any] | list[dict[str, Any]]:
         chat_id = data.get("chat_id")
         await self._wait_until_allowed(chat_id)
-        if chat_id is not None:
+        if chat_id is not None and rate_limit_args != URGENT:
             await self._pace()
         try:
             return await callback(*args, **kwargs)
