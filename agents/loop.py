@@ -37,6 +37,7 @@ from agents.model import (
     text_of,
     tool_result_block,
 )
+from agents.tool_images import without_tool_images
 from agents.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -160,7 +161,9 @@ class AgentLoop:
                 await emit(event)
 
         def result(status: RunStatus, text: str, error: str = "", n: int = 0) -> RunResult:
-            return RunResult(status, text, new, usage, context_tokens, n, error, streamed, model)
+            # Tool-result images were for this run's model calls: notes from here on.
+            saved = without_tool_images(new)
+            return RunResult(status, text, saved, usage, context_tokens, n, error, streamed, model)
 
         partial: list[str] = []
 
@@ -234,7 +237,7 @@ class AgentLoop:
             outcome = await self._run_tool(name, args, request)
             await send(ToolFinished(call_id, name, outcome.is_error, time.monotonic() - started))
             content = self._cap(name, outcome.content) or "(empty)"
-            return tool_result_block(call_id, content, outcome.is_error)
+            return tool_result_block(call_id, content, outcome.is_error, outcome.images)
 
         if len(calls) == 1:
             return [await one(calls[0])]

@@ -102,7 +102,19 @@ def test_results_map_to_text_the_model_can_read() -> None:
     image = types.ImageContent(type="image", data="aGVsbG8=", mime_type="image/png")
     assert result([text]) == ToolResult("hello")
     assert result([text], {"result": "hello"}) == ToolResult("hello")
-    assert result([text, image]).content == "hello\n[image image/png, 5 bytes: not shown as text]"
+    png = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "aGVsbG8="}}
+    assert result([text, image]) == ToolResult("hello", images=(png,))  # type: ignore[arg-type]
+    assert result([image]) == ToolResult("[the tool returned 1 image(s)]", images=(png,))  # type: ignore[arg-type]
+    tiff = types.ImageContent(type="image", data="aGVsbG8=", mime_type="image/tiff")
+    assert result([text, tiff]).content == (
+        "hello\n[image image/tiff, 5 bytes: not shown (only PNG, JPEG, GIF and WebP are)]"
+    )
+    assert result([text, tiff]).images == ()
+    audio = types.AudioContent(type="audio", data="aGVsbG8=", mime_type="audio/wav")
+    assert result([audio]) == ToolResult("[audio audio/wav, 5 bytes: not shown as text]")
+    five = result([image] * 5)
+    assert len(five.images) == 4
+    assert five.content == "[image image/png, 5 bytes: not shown (only 4 images per result)]"
     assert result([], {"a": 1}).content == '{\n "a": 1\n}'
     assert result([types.TextContent(type="text", text='{"a": 1}')], {"a": 1}).content == '{"a": 1}'
     assert result([text], error=True) == ToolResult("hello", is_error=True)

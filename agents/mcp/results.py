@@ -1,36 +1,31 @@
-"""Turn an MCP `CallToolResult` into the text tool result the model reads.
+"""Turn an MCP `CallToolResult` into the tool result the model reads.
 
 Text blocks are kept as they are; structured content is added as JSON when the text blocks
-do not already carry it; an image or audio block becomes a one-line note with its type and
-size (tool results are text in Perch); an embedded resource shows its text or a note; a
+do not already carry it; an image block goes to the model as an image (PNG, JPEG, GIF or
+WebP within the limits of `agents.tool_images`; any other becomes a one-line note with its
+type and size, as audio always does); an embedded resource shows its text or a note; a
 resource link shows its URI. `isError` becomes an error result. Truncation of long results
 is the agent loop's job, the same as for every other tool.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from typing import Any
 
 import mcp_types as types
 
+from agents.model import ImageBlock
+from agents.tool_images import decoded_size as _size
+from agents.tool_images import image_note, tool_image
 from agents.tools.base import ToolResult
-
-
-def _size(data: str) -> int:
-    try:
-        return len(base64.b64decode(data, validate=False))
-    except (binascii.Error, ValueError):
-        return len(data)
 
 
 def _block_text(block: Any) -> str:
     if isinstance(block, types.TextContent):
         return block.text
     if isinstance(block, types.ImageContent):
-        return f"[image {block.mime_type}, {_size(block.data)} bytes: not shown as text]"
+        return image_note(block.mime_type, _size(block.data))
     if isinstance(block, types.AudioContent):
         return f"[audio {block.mime_type}, {_size(block.data)} bytes: not shown as text]"
     if isinstance(block, types.ResourceLink):
@@ -45,7 +40,17 @@ def _block_text(block: Any) -> str:
 
 
 def map_result(result: types.CallToolResult) -> ToolResult:
-    parts = [_block_text(b) for b in result.content]
+    parts: list[str] = []
+    images: list[ImageBlock] = []
+    for block in result.content:
+        if isinstance(block, types.ImageContent):
+            shown = tool_image(block.mime_type, block.data, _size(block.data), len(images))
+            if isinstance(shown, str):
+                parts.append(shown)
+            else:
+                images.append(shown)
+        else:
+            parts.append(_block_text(block))
     structured = result.structured_content
     if structured is not None:
         as_json = json.dumps(structured, ensure_ascii=False, indent=1)
@@ -55,7 +60,9 @@ def map_result(result: types.CallToolResult) -> ToolResult:
     text = "\n".join(p for p in parts if p)
     if result.is_error and not text:
         text = "the tool reported an error without details"
-    return ToolResult(text, is_error=bool(result.is_error))
+    if images and not text:
+        text = f"[the tool returned {len(images)} image(s)]"
+    return ToolResult(text, is_error=bool(result.is_error), images=tuple(images))
 
 
 def _same_json(text: str, value: Any) -> bool:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agents.cancel import CancelToken
+from agents.model import ImageBlock
 
 
 class ToolError(Exception):
@@ -22,8 +23,12 @@ class ToolError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
+    """What a tool returns: text, and images the model should see with it (checked against
+    `agents.tool_images` limits by whoever builds them, e.g. the MCP result mapping)."""
+
     content: str
     is_error: bool = False
+    images: tuple[ImageBlock, ...] = ()
 
 
 @dataclass(slots=True)
