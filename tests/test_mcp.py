@@ -75,7 +75,8 @@ async def test_a_turn_calls_tools_of_a_stdio_and_an_http_server(
             echo, weather, picture = tool_results(fake.requests[1])
             assert echo["content"] == "echo: hi" and "is_error" not in echo
             assert '"celsius": 21' in weather["content"]
-            assert picture["content"].startswith("a red pixel\n[image image/png")
+            assert picture["content"][0] == {"type": "text", "text": "a red pixel"}
+            assert picture["content"][1]["source"]["media_type"] == "image/png"
 
 
 async def test_an_error_result_and_a_long_result_reach_the_model(
