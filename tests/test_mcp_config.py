@@ -102,7 +102,10 @@ def test_results_map_to_text_the_model_can_read() -> None:
     image = types.ImageContent(type="image", data="aGVsbG8=", mime_type="image/png")
     assert result([text]) == ToolResult("hello")
     assert result([text], {"result": "hello"}) == ToolResult("hello")
-    png = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "aGVsbG8="}}
+    png = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "aGVsbG8="},
+    }
     assert result([text, image]) == ToolResult("hello", images=(png,))  # type: ignore[arg-type]
     assert result([image]) == ToolResult("[the tool returned 1 image(s)]", images=(png,))  # type: ignore[arg-type]
     tiff = types.ImageContent(type="image", data="aGVsbG8=", mime_type="image/tiff")
