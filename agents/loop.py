@@ -4,7 +4,9 @@
 concurrently (results kept in call order), feeds the results back, and repeats until the model
 answers without tools or `max_iterations` is reached. It never touches storage or a platform:
 it returns a `RunResult` whose `new_messages` the caller persists in one transaction, and
-reports progress as events (`TextDelta`, `ToolStarted`, `ToolFinished`).
+reports progress as events (`TextDelta`, `ToolStarted`, `ToolFinished`). Images a tool
+returns go into its tool_result for this run's model calls; `new_messages` carries notes in
+their place (`agents.tool_images`), so no stored history keeps their base64.
 
 Cancellation is cooperative through the request's `CancelToken`: checked before each model
 call and each tool, raced against both. A cancelled run keeps the partial text it streamed,
