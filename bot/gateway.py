@@ -26,7 +26,7 @@ from bot.commands import Commands, LaneInfo, parse_command, unknown_command_repl
 from bot.config import Config
 from bot.group_context import GroupContext
 from bot.inbox_payload import inbound_from_payload, inbound_to_payload
-from bot.lanes import Admission, Lane, Pending, QueueMode, Turn
+from bot.lanes import Admission, Lane, LaneTable, Pending, QueueMode, Turn
 from bot.sessions import SessionKey
 from bot.store import Store
 from bot.turns import SessionState, TurnOutcome, TurnRunner
@@ -58,7 +58,8 @@ class Gateway:
         self.channels = channels
         self.access = access
         self.commands = Commands(self, store, config)
-        self.lanes: dict[str, Lane] = {}
+        agent = config.agent
+        self.lanes = LaneTable(group_limit=agent.group_max_concurrent, cap=agent.queue.cap)
         self.slots = asyncio.Semaphore(config.agent.max_concurrent_runs)
         self.session_slots = SessionSlots(store)
         self.mode: QueueMode = config.agent.queue.mode
@@ -70,7 +71,6 @@ class Gateway:
         self.budget_gate: Callable[[], Awaitable[str]] | None = None
         self._tasks: set[asyncio.Future[object]] = set()
         self.group_context = GroupContext(config.gateway.group_context_messages)
-        self._context_ratio: dict[str, float] = {}  # group session -> context share
         self._idle = asyncio.Event()
         self._idle.set()
         runner.add_usage_listener(self._note_context)
@@ -194,8 +194,8 @@ class Gateway:
         if not lane.idle or not lane.has_room:
             if when_busy == "queue":
                 self._apply(key, lane, pending, lane.admit(pending, "followup"))
-            elif lane.idle:
-                self.lanes.pop(lane.key, None)
+            else:
+                self.lanes.forget_if_idle(lane)
             return None
         turn = Turn([pending])
         lane.active.append(turn)
@@ -233,9 +233,8 @@ class Gateway:
             if self.accepting:
                 for batch in lane.next_batches(self.mode):
                     self._start(key, lane, batch)
-            if lane.idle:
-                self.lanes.pop(lane.key, None)
-            if not any(lane.active for lane in self.lanes.values()):
+            self.lanes.forget_if_idle(lane)
+            if not self.lanes.any_active():
                 self._idle.set()
 
     # -- commands (SessionControl) --------------------------------------------------------
@@ -282,8 +281,7 @@ class Gateway:
         return await self.compactor(key)
 
     def is_busy(self, key: SessionKey) -> bool:
-        lane = self.lanes.get(str(key))
-        return lane is not None and not lane.idle
+        return self.lanes.busy(str(key))
 
     # -- recovery and shutdown ------------------------------------------------------------
 
@@ -358,39 +356,15 @@ class Gateway:
             await asyncio.wait(tasks, timeout=timeout)
 
     def status(self) -> dict[str, Any]:
-        return {
-            "active_runs": sum(len(lane.active) for lane in self.lanes.values()),
-            "queued": sum(len(lane.queue) for lane in self.lanes.values()),
-            "lanes": {
-                key: {"active": len(lane.active), "queued": len(lane.queue)}
-                for key, lane in self.lanes.items()
-            },
-        }
+        return self.lanes.status()
 
     # -- internals -------------------------------------------------------------------------
 
     def _lane(self, key: SessionKey) -> Lane:
-        lane = self.lanes.get(str(key))
-        if lane is None:
-            lane = Lane(
-                str(key),
-                is_group=key.root.is_group,
-                group_limit=self.config.agent.group_max_concurrent,
-                cap=self.config.agent.queue.cap,
-            )
-            lane.context_ratio = self._context_ratio.get(str(key), 0.0)
-            self.lanes[str(key)] = lane
-        return lane
+        return self.lanes.open(str(key), is_group=key.root.is_group)
 
     async def _note_context(self, session: SessionState) -> None:
-        """Remember how full a group's context is: over 60% its turns run one at a time.
-        (Lanes come and go with activity; the ratio must outlive them.)"""
-        ratio = session.context_tokens / max(self.runner.window, 1)
-        lane = self.lanes.get(session.key)
-        if lane is not None:
-            lane.context_ratio = ratio
-        if lane is not None and lane.is_group:
-            self._context_ratio[session.key] = ratio
+        self.lanes.note_context(session.key, session.context_tokens / max(self.runner.window, 1))
 
     async def _drop(self, chat: ChatRef, dropped: list[Pending], notify: bool) -> None:
         await self._close([p.inbox_id for p in dropped], "dropped")
