@@ -4,7 +4,7 @@
 datagram socket this benchmark listens on, Telegram enabled against the fake Bot API and the
 model against the fake Anthropic server (both served from this process). Start-up is the
 time from exec to the daemon's `READY=1`; RSS is read from /proc after READY and 2 s of
-idling, after a first turn (which loads the model SDK), and all of it again with 10,000
+idling, after a first turn (which loads the model SDK), and all of it again with 100,000
 stored sessions (written to SQLite before start). SIGTERM ends each run; its exit is timed.
 
     .venv/bin/python -m bench.memory [--starts 5] [--sessions 100000]
