@@ -215,8 +215,8 @@ async def test_dms_split_across_two_instances_are_answered_once_when_one_is_kill
     model.default = lambda body: Reply.text("echo: " + last_user_text(body), hold=gate)
     one = Instance.configure(tmp_path / "one", model, tg, pg_url, "webhook")
     two = Instance.configure(tmp_path / "two", model, tg, pg_url, "webhook")
-    users = [1000 + u for u in range(20)]
-    texts = [f"m{n} from {users[n % len(users)]}" for n in range(80)]
+    users = [1000 + u for u in range(60)]
+    texts = [f"m{n} from {users[n % len(users)]}" for n in range(300)]
     async with instances(one, two), aiohttp.ClientSession() as http:
         await one.start()
         await two.start()
@@ -224,7 +224,8 @@ async def test_dms_split_across_two_instances_are_answered_once_when_one_is_kill
         await two.wait_ready()
         ports = [one.port, two.port]
         took: Counter[int] = Counter()
-        for n, text in enumerate(texts[:40]):  # alternately, as a load balancer would
+        half = len(texts) // 2
+        for n, text in enumerate(texts[:half]):  # alternately, as a load balancer would
             update = dm_update(users[n % len(users)], text)
             took[await deliver(http, ports[n % 2 :] + ports[: n % 2], update)] += 1
         assert took[one.port] > 0 and took[two.port] > 0
@@ -232,7 +233,7 @@ async def test_dms_split_across_two_instances_are_answered_once_when_one_is_kill
         await eventually(lambda: len(model.requests) >= 8, timeout=30)
         one.kill()
         await one.proc.wait()  # type: ignore[union-attr]
-        for n, text in enumerate(texts[40:], start=40):  # the dead port refuses: the other
+        for n, text in enumerate(texts[half:], start=half):  # the dead port refuses: the other
             update = dm_update(users[n % len(users)], text)
             await deliver(http, ports[n % 2 :] + ports[: n % 2], update)
         gate.set()
