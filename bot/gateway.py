@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, Literal
 
 from agents.cancel import Cancelled
@@ -66,10 +66,10 @@ class Gateway:
         self.accepting = True
         self.compactor: Compactor | None = None
         # Cancels a session's background sub-agents (those outliving their turn).
-        self.cancel_children: Callable[[str], int] | None = None
+        self.cancel_children: Callable[[str], int] = lambda _session: 0
         # Returns a one-line notice while chats may not spend (bot/budget.py), else "".
         self.budget_gate: Callable[[], Awaitable[str]] | None = None
-        self._tasks: set[asyncio.Future[object]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
         self.group_context = GroupContext(config.gateway.group_context_messages)
         self._idle = asyncio.Event()
         self._idle.set()
@@ -229,7 +229,7 @@ class Gateway:
             return None
         finally:
             lane.active.remove(turn)
-            await self._close(turn.inbox_ids, status)
+            await self._release((*turn.items, *turn.steered), status)
             if self.accepting:
                 for batch in lane.next_batches(self.mode):
                     self._start(key, lane, batch)
@@ -245,7 +245,7 @@ class Gateway:
         lane = self.lanes.get(str(key))
         turn = lane.oldest_running() if lane else None
         if turn is None:
-            return self._cancel_background(key) > 0
+            return self.cancel_children(str(key)) > 0
         turn.cancel.cancel()
         return True
 
@@ -258,22 +258,17 @@ class Gateway:
             if not turn.cancel.cancelled:
                 turn.cancel.cancel()  # cascades to the sub-agents it waits for
                 runs += 1
-        runs += self._cancel_background(key)  # children whose turn already ended
+        runs += self.cancel_children(str(key))  # children whose turn already ended
         if lane is None:
             return runs, 0
         dropped = lane.drain()
         if dropped:
-            self._spawn(self._close([p.inbox_id for p in dropped], "skipped"))
+            self._spawn(self._release(dropped, "skipped"))
         return runs, len(dropped)
-
-    def _cancel_background(self, key: SessionKey) -> int:
-        return self.cancel_children(str(key)) if self.cancel_children is not None else 0
 
     def lane_info(self, key: SessionKey) -> LaneInfo:
         lane = self.lanes.get(str(key))
-        if lane is None:
-            return LaneInfo(0, 0)
-        return LaneInfo(len(lane.active), len(lane.queue))
+        return LaneInfo(len(lane.active), len(lane.queue)) if lane else LaneInfo(0, 0)
 
     async def compact_now(self, key: SessionKey) -> str:
         if self.compactor is None:
@@ -367,7 +362,7 @@ class Gateway:
         self.lanes.note_context(session.key, session.context_tokens / max(self.runner.window, 1))
 
     async def _drop(self, chat: ChatRef, dropped: list[Pending], notify: bool) -> None:
-        await self._close([p.inbox_id for p in dropped], "dropped")
+        await self._release(dropped, "dropped")
         log.warning("queue full for %s: dropped %d oldest message(s)", chat.chat_id, len(dropped))
         if notify:
             await self._send(chat, DROPPED_NOTICE)
@@ -385,10 +380,16 @@ class Gateway:
     async def _close(self, ids: Iterable[int | None], status: str) -> None:
         await self.store.inbox_close([i for i in ids if i is not None], status)
 
-    def _spawn(self, coro: Awaitable[object], name: str | None = None) -> None:
-        task = asyncio.ensure_future(coro)
-        if name:
-            task.set_name(name)
+    async def _release(self, items: Iterable[Pending], status: str) -> None:
+        """Close accepted messages' inbox rows however their turn went (answered, stopped,
+        failed, dropped) and take their acknowledgement reactions off."""
+        items = list(items)
+        await self._close([p.inbox_id for p in items], status)
+        if self.runner.media is not None:
+            await self.runner.media.settle(p.inbound for p in items)
+
+    def _spawn(self, coro: Coroutine[Any, Any, object], name: str | None = None) -> None:
+        task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

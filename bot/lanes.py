@@ -47,10 +47,6 @@ class Turn:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     steered: list[Pending] = field(default_factory=list)
 
-    @property
-    def inbox_ids(self) -> list[int]:
-        return [p.inbox_id for p in (*self.items, *self.steered) if p.inbox_id is not None]
-
 
 @dataclass(frozen=True, slots=True)
 class Admission:

@@ -100,7 +100,6 @@ class TurnRunner:
                 for notice in notices:
                     await channel.send(Outbound(chat, notice))
             if not items:
-                await self.media.settle(item.inbound for item in turn.items)
                 return TurnOutcome(None, bool(notices) and channel is not None)
         text, images = _user_text(key, items)
         user_content: list[Block] = [*images, {"type": "text", "text": text}]
@@ -120,7 +119,6 @@ class TurnRunner:
             return await self.run_content(key, turn, chat, user_content, channel=channel, mode=mode)
         finally:
             self.media.end(turn.run_id)
-            await self.media.settle(item.inbound for item in (*turn.items, *turn.steered))
 
     async def run_content(
         self,
