@@ -367,7 +367,10 @@ class Scheduler:
         detail = outcome.detail
         attempt = job.failures + 1
         retry_at: float | None = None
-        if outcome.transient and attempt <= len(self.retry_delays):
+        if outcome.wait and job.schedule.one_shot:  # it runs once the budget allows
+            retry_at = now + outcome.wait
+            detail += f"; a one-shot job waits: it looks again in {outcome.wait / 60:g} min"
+        elif outcome.transient and attempt <= len(self.retry_delays):
             delay = self.retry_delays[attempt - 1]
             retry_at = now + delay
             detail += f"; retry {attempt} of {len(self.retry_delays)} in {delay:g} s"
@@ -377,7 +380,7 @@ class Scheduler:
         log.log(log_level, "cron job %s: %s%s", job.label, outcome.status, f" ({detail})")
         error = detail if outcome.status in ("error", "skipped") else ""
         failures = 0
-        if retry_at is not None:
+        if retry_at is not None and not outcome.wait:
             failures = attempt
         elif not job.schedule.one_shot:
             retry_at = job.schedule.next_after(now, anchor=job.created_at)

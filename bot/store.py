@@ -272,6 +272,10 @@ class Store(Protocol):
     async def claim_holders(self, name: str) -> list[str]:
         """Other instances holding a live claim named `name` (any slot)."""
 
+    async def claim_done(self, name: str, slot: float = 0.0) -> bool:
+        """Whether (`name`, `slot`) was released as done, by any instance (a once-a-day
+        notice sent, a switch thrown for the day)."""
+
     async def stop_publish(self, session_key: str, everything: bool) -> int:
         """Ask the other instances to stop the session's oldest run (or, with `everything`,
         all its runs and waiting messages); returns the request's id."""

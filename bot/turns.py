@@ -57,6 +57,7 @@ class SessionState:
     key: str
     messages: int  # stored after this turn (a concurrent run's own are not counted)
     context_tokens: int  # the last model call's prompt (an estimate if no call finished)
+    cost_usd: float = 0.0  # what the turn's model calls cost
 
 
 SessionListener = Callable[[SessionState], Awaitable[None]]
@@ -217,6 +218,7 @@ class TurnRunner:
                 str(key),
                 total + len(result.new_messages),
                 result.context_tokens or estimate_tokens([*history, *result.new_messages]),
+                result.usage.cost_usd,
             )
             for listener in self.after_run:
                 await listener(state)
