@@ -234,7 +234,10 @@ class AgentLoop:
             outcome = await self._run_tool(name, args, request)
             await send(ToolFinished(call_id, name, outcome.is_error, time.monotonic() - started))
             content = self._cap(name, outcome.content) or "(empty)"
-            return tool_result_block(call_id, content, outcome.is_error)
+            block = tool_result_block(call_id, content, outcome.is_error)
+            if outcome.images:
+                block["content"] = [text_block(content), *outcome.images]
+            return block
 
         if len(calls) == 1:
             return [await one(calls[0])]

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agents.mcp.manager import tool_name
-from agents.mcp.results import map_result
+from agents.mcp.results import MAX_IMAGES, map_result
 from agents.tools.base import Tool, ToolContext, ToolRegistry, ToolResult
 from bot.config import ConfigError, load_config
 from bot.mcp_config import server_specs
@@ -102,7 +102,20 @@ def test_results_map_to_text_the_model_can_read() -> None:
     image = types.ImageContent(type="image", data="aGVsbG8=", mime_type="image/png")
     assert result([text]) == ToolResult("hello")
     assert result([text], {"result": "hello"}) == ToolResult("hello")
-    assert result([text, image]).content == "hello\n[image image/png, 5 bytes: not shown as text]"
+    shown = result([text, image])  # any valid base64 of an allowed type is passed on
+    assert shown.content == "hello\n[image image/png, 5 bytes: attached below]"
+    assert shown.images == (
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": "aGVsbG8="},
+        },
+    )
+    svg = types.ImageContent(type="image", data="aGVsbG8=", mime_type="image/svg+xml")
+    broken = types.ImageContent(type="image", data="not base64!", mime_type="image/png")
+    for unshown in (svg, broken):
+        assert result([unshown]).images == () and "not shown]" in result([unshown]).content
+    many = result([image] * (MAX_IMAGES + 1))
+    assert len(many.images) == MAX_IMAGES and many.content.endswith("bytes: not shown]")
     assert result([], {"a": 1}).content == '{\n "a": 1\n}'
     assert result([types.TextContent(type="text", text='{"a": 1}')], {"a": 1}).content == '{"a": 1}'
     assert result([text], error=True) == ToolResult("hello", is_error=True)

@@ -153,6 +153,45 @@ async def test_images_and_tool_history_are_translated(
     ]
 
 
+async def test_a_tools_images_follow_the_tool_messages_in_a_user_message(
+    fake: FakeOpenAI, client: OpenAIClient
+) -> None:
+    pixel = {"type": "base64", "media_type": "image/png", "data": "iVBO"}
+    history: list[Message] = [
+        {"role": "user", "content": [{"type": "text", "text": "draw"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "call_a", "name": "web__shot", "input": {}},
+                {"type": "tool_use", "id": "call_b", "name": "web__echo", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "call_a",
+                    "content": [
+                        {"type": "text", "text": "a screenshot"},
+                        {"type": "image", "source": pixel},  # type: ignore[typeddict-item]
+                    ],
+                },
+                {"type": "tool_result", "tool_use_id": "call_b", "content": "echo"},
+            ],
+        },
+    ]
+    await client.complete(request(messages=history))
+    sent = fake.requests[0]["messages"][2:]
+    # Tool messages come right after the calls (text only); the image after both of them.
+    assert [m["role"] for m in sent] == ["assistant", "tool", "tool", "user"]
+    assert sent[1] == {"role": "tool", "tool_call_id": "call_a", "content": "a screenshot\n[image]"}
+    assert sent[3]["content"] == [
+        {"type": "text", "text": "[images from tool call call_a]"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}},
+    ]
+
+
 async def test_usage_from_the_last_chunk_is_priced(fake: FakeOpenAI) -> None:
     client = OpenAIClient(KEY, fake.base_url, prices={"gpt-test": Price(2.0, 8.0)})
     fake.queue(Reply.text("ok", usage={"input_tokens": 1000, "cache_read_input_tokens": 500}))

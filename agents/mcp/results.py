@@ -1,10 +1,11 @@
 """Turn an MCP `CallToolResult` into the text tool result the model reads.
 
 Text blocks are kept as they are; structured content is added as JSON when the text blocks
-do not already carry it; an image or audio block becomes a one-line note with its type and
-size (tool results are text in Perch); an embedded resource shows its text or a note; a
-resource link shows its URI. `isError` becomes an error result. Truncation of long results
-is the agent loop's job, the same as for every other tool.
+do not already carry it; an image (PNG, JPEG, GIF, WebP up to `MAX_IMAGE_BYTES`, at most
+`MAX_IMAGES` a result) goes to the model as an image beside a one-line note of its type and
+size, any other image or audio block is only that note; an embedded resource shows its text
+or a note; a resource link shows its URI. `isError` becomes an error result. Truncation of
+long text is the agent loop's job, the same as for every other tool.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from typing import Any
 
 import mcp_types as types
 
+from agents.model import ImageBlock
 from agents.tools.base import ToolResult
+
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+MAX_IMAGE_BYTES = 5 * 1024 * 1024  # what the model APIs take per image
+MAX_IMAGES = 4  # a result's images shown to the model; the rest are notes
 
 
 def _size(data: str) -> int:
@@ -26,11 +32,24 @@ def _size(data: str) -> int:
         return len(data)
 
 
-def _block_text(block: Any) -> str:
+def _image(block: types.ImageContent) -> ImageBlock | None:
+    """The image as the model sees it, or None when it cannot be shown."""
+    mime = block.mime_type.lower()
+    if mime not in IMAGE_TYPES or _size(block.data) > MAX_IMAGE_BYTES:
+        return None
+    try:  # the APIs refuse a request with broken base64: check it here, once
+        base64.b64decode(block.data, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return {"type": "image", "source": {"type": "base64", "media_type": mime, "data": block.data}}
+
+
+def _block_text(block: Any, shown: bool = False) -> str:
     if isinstance(block, types.TextContent):
         return block.text
     if isinstance(block, types.ImageContent):
-        return f"[image {block.mime_type}, {_size(block.data)} bytes: not shown as text]"
+        what = "attached below" if shown else "not shown"
+        return f"[image {block.mime_type}, {_size(block.data)} bytes: {what}]"
     if isinstance(block, types.AudioContent):
         return f"[audio {block.mime_type}, {_size(block.data)} bytes: not shown as text]"
     if isinstance(block, types.ResourceLink):
@@ -45,7 +64,15 @@ def _block_text(block: Any) -> str:
 
 
 def map_result(result: types.CallToolResult) -> ToolResult:
-    parts = [_block_text(b) for b in result.content]
+    images: list[ImageBlock] = []
+    parts: list[str] = []
+    for block in result.content:
+        image = _image(block) if isinstance(block, types.ImageContent) else None
+        if image is not None and len(images) < MAX_IMAGES:
+            images.append(image)
+            parts.append(_block_text(block, shown=True))
+        else:
+            parts.append(_block_text(block))
     structured = result.structured_content
     if structured is not None:
         as_json = json.dumps(structured, ensure_ascii=False, indent=1)
@@ -55,7 +82,7 @@ def map_result(result: types.CallToolResult) -> ToolResult:
     text = "\n".join(p for p in parts if p)
     if result.is_error and not text:
         text = "the tool reported an error without details"
-    return ToolResult(text, is_error=bool(result.is_error))
+    return ToolResult(text, is_error=bool(result.is_error), images=tuple(images))
 
 
 def _same_json(text: str, value: Any) -> bool:

@@ -3,7 +3,8 @@
 A session's history is kept in one shape (`agents.model` blocks), so it can move between
 kinds mid-conversation: `to_chat_messages` turns an assistant's `tool_use` blocks into
 `tool_calls`, each `tool_result` into a `role: tool` message right after them (before the
-user's own text), images into `image_url` data URLs, and drops what Chat Completions cannot
+user's own text; a tool's images follow the tool messages in that user message, since a
+tool message carries text only), images into `image_url` data URLs, and drops what Chat Completions cannot
 carry (thinking blocks, cache breakpoints). `ToolCallAccumulator` rebuilds tool calls whose
 arguments arrive in pieces, several per response told apart by `index`.
 """
@@ -15,7 +16,14 @@ import logging
 import re
 from typing import Any
 
-from agents.model import Block, Message, TextBlock, ToolUseBlock, tool_result_text
+from agents.model import (
+    Block,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    tool_result_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +62,11 @@ def _image_part(block: Block) -> dict[str, Any] | None:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
+def _result_parts(block: ToolResultBlock) -> list[Block]:
+    content = block.get("content")
+    return list(content) if isinstance(content, list) else []
+
+
 def _user_messages(content: list[Block]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
@@ -64,6 +77,13 @@ def _user_messages(content: list[Block]) -> list[dict[str, Any]]:
             if block.get("is_error") and not result.startswith("Error"):
                 result = f"Error: {result}"  # Chat Completions has no is_error flag
             out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": result})
+            # A tool message carries text only: the images a tool returned follow in the
+            # user message after the tool messages, named by the call they came from.
+            shown = [p for b in _result_parts(block) if (p := _image_part(b)) is not None]
+            if shown:
+                label = f"[images from tool call {block['tool_use_id']}]"
+                parts += [{"type": "text", "text": label}, *shown]
+                has_image = True
         elif block["type"] == "text":
             parts.append({"type": "text", "text": block["text"]})
         elif (image := _image_part(block)) is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agents.cancel import CancelToken
+from agents.model import ImageBlock
 
 
 class ToolError(Exception):
@@ -24,6 +25,7 @@ class ToolError(Exception):
 class ToolResult:
     content: str
     is_error: bool = False
+    images: tuple[ImageBlock, ...] = ()  # shown to the model with the text (MCP results)
 
 
 @dataclass(slots=True)
