@@ -44,7 +44,7 @@ from channels.telegram.errors import TelegramDeliveryError, describe_error
 from channels.telegram.inbound import TelegramReader
 from channels.telegram.media import TelegramMedia
 from channels.telegram.options import TelegramOptions
-from channels.telegram.polling import ObservedRequest
+from channels.telegram.polling import UPDATER_LOGGER, ObservedRequest, QuietFinalPoll
 from channels.telegram.redaction import LOGGER_NAME, SecretRedactor, library_loggers
 from channels.telegram.stream import TelegramReplyStream
 from channels.telegram.text import strip_bot_mentions
@@ -95,7 +95,7 @@ class TelegramChannel:
         self._webhook = WebhookServer(options, self._on_webhook_update)
         self._tasks: set[asyncio.Task[None]] = set()
         self._tails: dict[str, asyncio.Future[None]] = {}
-        self._logged: list[logging.Logger] = []
+        self._logged: list[tuple[logging.Logger, logging.Filter]] = []
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -111,9 +111,10 @@ class TelegramChannel:
         self._stopping = False
         self._first_attempt.clear()
         self._polling = False
-        for logger in library_loggers():
-            logger.addFilter(self._redactor)
-            self._logged.append(logger)
+        quiet = (logging.getLogger(UPDATER_LOGGER), QuietFinalPoll())
+        for logger, filtered in [*((lg, self._redactor) for lg in library_loggers()), quiet]:
+            logger.addFilter(filtered)
+            self._logged.append((logger, filtered))
         self._app = self._build_app()
         self._set_status(False, f"connecting to {self._opt.base_url}", quiet=True)
         self._supervisor = asyncio.create_task(self._connect_until_up(), name="telegram-connect")
@@ -144,8 +145,8 @@ class TelegramChannel:
                 log.warning("Telegram shutdown failed: %s", self._redactor.redact(str(exc)))
             self._app = None
         self._set_status(False, "stopped", quiet=True)
-        for logger in self._logged:
-            logger.removeFilter(self._redactor)
+        for logger, filtered in self._logged:
+            logger.removeFilter(filtered)
         self._logged.clear()
 
     @staticmethod
