@@ -88,10 +88,10 @@ class Budget:
             self._lifted, self._told = False, set()
         return today
 
-    async def spent_today(self, *, fresh: bool = False) -> float:
+    async def spent_today(self) -> float:
         today = self._today()
         now = self.clock()
-        if fresh or now - self._read_at >= REFRESH_EVERY:
+        if now - self._read_at >= REFRESH_EVERY:
             self._spent = (await self.store.usage_since(today)).cost_usd
             self._lifted = self._lifted or await self.store.claim_done(LIFT, today)
             self._read_at = now
