@@ -81,6 +81,9 @@ async def test_budget_warns_once_then_pauses_everything_until_lifted(
         assert "Budget lifted" in (await chan.wait_sent(7, timeout=30))[6]
         await chan.say("fourth", chat_id="owner1")
         assert (await chan.wait_sent(8, timeout=30))[7] == "echo: fourth"
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, ["status", "--config", config]) == 0  # stopped now
+    assert "today (" in (out := capsys.readouterr().out) and ", lifted for today" in out
 
 
 async def test_only_the_owner_may_lift_and_off_means_off(tmp_path: Path) -> None:
