@@ -48,6 +48,10 @@ def tool_image(mime: str, data: str, size: int, shown: int) -> ImageBlock | str:
         return image_note(mime, size, f"not shown (over {MAX_IMAGE_BYTES} bytes)")
     if shown >= MAX_IMAGES:
         return image_note(mime, size, f"not shown (only {MAX_IMAGES} images per result)")
+    try:  # the APIs refuse a whole request with broken base64: check it here, once
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return image_note(mime, size, "not shown (its data is not valid base64)")
     return {"type": "image", "source": {"type": "base64", "media_type": mime, "data": data}}
 
 

@@ -4,10 +4,10 @@
 datagram socket this benchmark listens on, Telegram enabled against the fake Bot API and the
 model against the fake Anthropic server (both served from this process). Start-up is the
 time from exec to the daemon's `READY=1`; RSS is read from /proc after READY and 2 s of
-idling, after a first turn (which loads the model SDK), and all of it again with 10,000
+idling, after a first turn (which loads the model SDK), and all of it again with 100,000
 stored sessions (written to SQLite before start). SIGTERM ends each run; its exit is timed.
 
-    .venv/bin/python -m bench.memory [--starts 5] [--sessions 10000]
+    .venv/bin/python -m bench.memory [--starts 5] [--sessions 100000]
 """
 
 from __future__ import annotations
@@ -300,7 +300,7 @@ async def main_async(starts: int, sessions: int) -> Report:
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--starts", type=int, default=5, help="starts per store (default 5)")
-    p.add_argument("--sessions", type=int, default=10_000, help="stored sessions (10000)")
+    p.add_argument("--sessions", type=int, default=100_000, help="stored sessions (100000)")
     p.add_argument("--no-preload", action="store_true", help="agent.preload_model: false")
     args = p.parse_args()
     global PRELOAD

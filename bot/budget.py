@@ -3,9 +3,16 @@
 Spend is the sum of the `usage` table since midnight UTC (chats, cron, heartbeat and
 sub-agents alike). At `warn_ratio` (80%) the owner is told once a day; at 100% `notice()`
 returns a one-line explanation and the daemon stops spending: chats get that line instead of
-a model call, cron jobs and heartbeats are skipped, `spawn` is refused, until the next UTC
-day or until the owner lifts it for the rest of the day with `/budget lift`. A turn already
-running finishes (it may overshoot by one turn's cost).
+a model call, cron jobs and heartbeats are skipped (a one-shot job waits), `spawn` is
+refused, until the next UTC day or until the owner lifts it for the rest of the day with
+`/budget lift`. A turn already running finishes (it may overshoot by one turn's cost).
+
+Cheap per message: the day's spend is read from the store at most every `REFRESH_EVERY`
+seconds and this daemon's own turns are added as they end, so a message costs no query
+however busy the day was; spend elsewhere (sub-agents, compaction, other instances) shows
+within that time. "Told today" and "lifted today" are claims in the store (done for the
+day), so a restart or another instance sharing the store neither tells the owner again nor
+forgets a lift.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +30,15 @@ if TYPE_CHECKING:  # bot.config imports BudgetConfig from here
 log = logging.getLogger(__name__)
 
 TellOwner = Callable[[str], Awaitable[bool]]
+REFRESH_EVERY = 15.0  # seconds between reads of the day's spend from the store
+LIFT = "budget:lift"  # the claim that says the owner lifted the budget for the day
+
+
+class RunCost(Protocol):
+    """What the usage listener is told of a finished turn (`bot.turns.SessionState`)."""
+
+    @property
+    def cost_usd(self) -> float: ...
 
 
 class BudgetConfig(BaseModel):
@@ -55,34 +71,56 @@ class Budget:
         self.store = store
         self.tell_owner = tell_owner
         self.clock = clock
-        self._lifted_day = -1.0
-        self._told: dict[str, float] = {}  # "warn" | "stop" -> the day the owner was told
+        self._day = -1.0  # the UTC day the fields below are about
+        self._spent = 0.0  # its spend as last read, plus this daemon's turns since
+        self._read_at = float("-inf")
+        self._lifted = False
+        self._told: set[str] = set()  # "warn" | "stop": the owner was told (by anyone)
 
     @property
     def enabled(self) -> bool:
         return self.settings.daily_usd > 0
 
+    def _today(self) -> float:
+        today = day_start(self.clock())
+        if today != self._day:  # a new day: nothing spent, nothing lifted or told yet
+            self._day, self._spent, self._read_at = today, 0.0, float("-inf")
+            self._lifted, self._told = False, set()
+        return today
+
     async def spent_today(self) -> float:
-        return (await self.store.usage_since(day_start(self.clock()))).cost_usd
+        today = self._today()
+        now = self.clock()
+        if now - self._read_at >= REFRESH_EVERY:
+            self._spent = (await self.store.usage_since(today)).cost_usd
+            self._lifted = self._lifted or await self.store.claim_done(LIFT, today)
+            self._read_at = now
+        return self._spent
 
     def lifted(self) -> bool:
-        return self._lifted_day == day_start(self.clock())
+        return self._lifted and self._day == day_start(self.clock())
 
     async def notice(self) -> str:
         """Why nothing may be spent now, or "" when it may."""
-        if not self.enabled or self.lifted():
+        if not self.enabled:
             return ""
         spent = await self.spent_today()
-        if spent < self.settings.daily_usd:
+        if self.lifted() or spent < self.settings.daily_usd:
             return ""
         await self._tell_once("stop", self._stop_text(spent))
         return self._stop_text(spent)
 
-    async def after_run(self, *_: object) -> None:
-        """Usage listener: tell the owner at the warning line and at the limit, once a day."""
-        if not self.enabled or self.lifted():
+    async def after_run(self, run: RunCost) -> None:
+        """Usage listener: count the turn, and tell the owner at the warning line and at
+        the limit, once a day."""
+        if not self.enabled:
             return
+        read_before = self._read_at
         spent = await self.spent_today()
+        if self._read_at == read_before:  # not read again: the turn's cost is not in it yet
+            self._spent = spent = spent + run.cost_usd
+        if self.lifted():
+            return
         limit = self.settings.daily_usd
         if spent >= limit:
             await self._tell_once("stop", self._stop_text(spent))
@@ -94,8 +132,11 @@ class Budget:
                 "stop answering chats until midnight UTC (/budget lift overrides).",
             )
 
-    def lift(self) -> None:
-        self._lifted_day = day_start(self.clock())
+    async def lift(self) -> None:
+        today = self._today()
+        self._lifted = True
+        if await self.store.claim(LIFT, today):
+            await self.store.release(LIFT, today, done=True)
         log.warning("budget: lifted by the owner for the rest of today (UTC)")
 
     def status_line(self, spent: float) -> str:
@@ -113,7 +154,7 @@ class Budget:
                 return "Only the owner can lift the budget."
             if not self.enabled:
                 return "There is no daily budget (agent.budget.daily_usd is 0)."
-            self.lift()
+            await self.lift()
             return f"Budget lifted for the rest of today (UTC); ${spent:.2f} spent so far."
         line = self.status_line(spent).strip()
         return line[0].upper() + line[1:] + ("\n/budget lift - lift it for today" * self.enabled)
@@ -125,10 +166,13 @@ class Budget:
         )
 
     async def _tell_once(self, kind: str, text: str) -> None:
-        today = day_start(self.clock())
-        if self._told.get(kind) == today:
+        today = self._today()
+        if kind in self._told:
             return
-        self._told[kind] = today
+        self._told.add(kind)
+        if not await self.store.claim(f"budget:{kind}", today):
+            return  # told already: by another instance, or before a restart
+        await self.store.release(f"budget:{kind}", today, done=True)
         log.warning("budget: %s", text)
         if self.tell_owner is not None:
             await self.tell_owner(text)

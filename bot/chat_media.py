@@ -5,7 +5,8 @@ tools' protocols for the chat a run serves (what a platform can do comes from it
 `Capabilities` and from the adapter being a `FileSender`/`Reactor`; no platform is named
 here), remembers which message started each run so `react` and the acknowledgement reaction
 know their target, puts `ack_reaction` on a message when it is accepted and takes it off
-once the turn answering it has ended, and holds the `MediaIntake` that turns attachments
+(`settle`, called by the gateway wherever an accepted message's inbox row closes: its turn
+ended in any way, or it was dropped or stopped while waiting), and holds the `MediaIntake` that turns attachments
 into turn text.
 """
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from bot.budget import day_start
+from bot.budget import Budget, day_start
 from bot.config import Config
 from bot.sessions import SessionKey
 from bot.store import Store
@@ -132,14 +132,11 @@ async def op_status(ctx: OpContext, args: dict[str, Any]) -> Reply:
         f"  today (UTC): {today.input_tokens + today.cache_read_tokens} in / "
         f"{today.output_tokens} out tokens, ${today.cost_usd:.4f}"
     )
-    budget = ctx.config.agent.budget.daily_usd
     if ctx.live is not None:
-        line = ctx.live.budget_line(today.cost_usd)
-    elif budget > 0:
-        line = f"  budget: ${today.cost_usd:.2f} of ${budget:.2f} today"
-    else:
-        line = "  budget: off (agent.budget.daily_usd)"
-    lines.append(line)
+        lines.append(ctx.live.budget_line(today.cost_usd))
+    else:  # what the daemon would say: PAUSED, or lifted for today (kept in the store)
+        budget = Budget(ctx.config.agent.budget, ctx.store)
+        lines.append(budget.status_line(await budget.spent_today()))
     from bot.instances import live_instance_lines
 
     lines += [f"  instance {line}" for line in await live_instance_lines(ctx.store)]

@@ -36,8 +36,10 @@ class RunOutcome:
     detail: str = ""
     transient: bool = False  # worth retrying
     shutdown: bool = False  # cut short by shutdown: leave the job due
+    wait: float = 0.0  # > 0: a one-shot job looks again this many seconds later (no retry)
 
 
+BUDGET_WAIT = 600.0  # a one-shot job due while the budget pauses runs looks again this often
 SHUTDOWN = RunOutcome("skipped", "the daemon is stopping", shutdown=True)
 
 
@@ -57,7 +59,7 @@ class JobRunner:
         if not gateway.accepting:
             return SHUTDOWN
         if budget_gate is not None and (why := await budget_gate()):
-            return RunOutcome("skipped", f"daily budget: {why}")
+            return RunOutcome("skipped", f"daily budget: {why}", wait=BUDGET_WAIT)
         try:
             chat = await resolve_target(
                 job.deliver_to, config=self.config, channels=gateway.channels, store=self.store

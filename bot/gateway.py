@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, Literal
 
 from agents.cancel import Cancelled
@@ -26,7 +26,7 @@ from bot.commands import Commands, LaneInfo, parse_command, unknown_command_repl
 from bot.config import Config
 from bot.group_context import GroupContext
 from bot.inbox_payload import inbound_from_payload, inbound_to_payload
-from bot.lanes import Admission, Lane, Pending, QueueMode, Turn
+from bot.lanes import Admission, Lane, LaneTable, Pending, QueueMode, Turn
 from bot.sessions import SessionKey
 from bot.store import Store
 from bot.turns import SessionState, TurnOutcome, TurnRunner
@@ -58,19 +58,19 @@ class Gateway:
         self.channels = channels
         self.access = access
         self.commands = Commands(self, store, config)
-        self.lanes: dict[str, Lane] = {}
+        agent = config.agent
+        self.lanes = LaneTable(group_limit=agent.group_max_concurrent, cap=agent.queue.cap)
         self.slots = asyncio.Semaphore(config.agent.max_concurrent_runs)
         self.session_slots = SessionSlots(store)
         self.mode: QueueMode = config.agent.queue.mode
         self.accepting = True
         self.compactor: Compactor | None = None
         # Cancels a session's background sub-agents (those outliving their turn).
-        self.cancel_children: Callable[[str], int] | None = None
+        self.cancel_children: Callable[[str], int] = lambda _session: 0
         # Returns a one-line notice while chats may not spend (bot/budget.py), else "".
         self.budget_gate: Callable[[], Awaitable[str]] | None = None
-        self._tasks: set[asyncio.Future[object]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
         self.group_context = GroupContext(config.gateway.group_context_messages)
-        self._context_ratio: dict[str, float] = {}  # group session -> context share
         self._idle = asyncio.Event()
         self._idle.set()
         runner.add_usage_listener(self._note_context)
@@ -194,8 +194,8 @@ class Gateway:
         if not lane.idle or not lane.has_room:
             if when_busy == "queue":
                 self._apply(key, lane, pending, lane.admit(pending, "followup"))
-            elif lane.idle:
-                self.lanes.pop(lane.key, None)
+            else:
+                self.lanes.forget_if_idle(lane)
             return None
         turn = Turn([pending])
         lane.active.append(turn)
@@ -229,13 +229,12 @@ class Gateway:
             return None
         finally:
             lane.active.remove(turn)
-            await self._close(turn.inbox_ids, status)
+            await self._release((*turn.items, *turn.steered), status)
             if self.accepting:
                 for batch in lane.next_batches(self.mode):
                     self._start(key, lane, batch)
-            if lane.idle:
-                self.lanes.pop(lane.key, None)
-            if not any(lane.active for lane in self.lanes.values()):
+            self.lanes.forget_if_idle(lane)
+            if not self.lanes.any_active():
                 self._idle.set()
 
     # -- commands (SessionControl) --------------------------------------------------------
@@ -246,7 +245,7 @@ class Gateway:
         lane = self.lanes.get(str(key))
         turn = lane.oldest_running() if lane else None
         if turn is None:
-            return self._cancel_background(key) > 0
+            return self.cancel_children(str(key)) > 0
         turn.cancel.cancel()
         return True
 
@@ -259,22 +258,17 @@ class Gateway:
             if not turn.cancel.cancelled:
                 turn.cancel.cancel()  # cascades to the sub-agents it waits for
                 runs += 1
-        runs += self._cancel_background(key)  # children whose turn already ended
+        runs += self.cancel_children(str(key))  # children whose turn already ended
         if lane is None:
             return runs, 0
         dropped = lane.drain()
         if dropped:
-            self._spawn(self._close([p.inbox_id for p in dropped], "skipped"))
+            self._spawn(self._release(dropped, "skipped"))
         return runs, len(dropped)
-
-    def _cancel_background(self, key: SessionKey) -> int:
-        return self.cancel_children(str(key)) if self.cancel_children is not None else 0
 
     def lane_info(self, key: SessionKey) -> LaneInfo:
         lane = self.lanes.get(str(key))
-        if lane is None:
-            return LaneInfo(0, 0)
-        return LaneInfo(len(lane.active), len(lane.queue))
+        return LaneInfo(len(lane.active), len(lane.queue)) if lane else LaneInfo(0, 0)
 
     async def compact_now(self, key: SessionKey) -> str:
         if self.compactor is None:
@@ -282,8 +276,7 @@ class Gateway:
         return await self.compactor(key)
 
     def is_busy(self, key: SessionKey) -> bool:
-        lane = self.lanes.get(str(key))
-        return lane is not None and not lane.idle
+        return self.lanes.busy(str(key))
 
     # -- recovery and shutdown ------------------------------------------------------------
 
@@ -358,42 +351,18 @@ class Gateway:
             await asyncio.wait(tasks, timeout=timeout)
 
     def status(self) -> dict[str, Any]:
-        return {
-            "active_runs": sum(len(lane.active) for lane in self.lanes.values()),
-            "queued": sum(len(lane.queue) for lane in self.lanes.values()),
-            "lanes": {
-                key: {"active": len(lane.active), "queued": len(lane.queue)}
-                for key, lane in self.lanes.items()
-            },
-        }
+        return self.lanes.status()
 
     # -- internals -------------------------------------------------------------------------
 
     def _lane(self, key: SessionKey) -> Lane:
-        lane = self.lanes.get(str(key))
-        if lane is None:
-            lane = Lane(
-                str(key),
-                is_group=key.root.is_group,
-                group_limit=self.config.agent.group_max_concurrent,
-                cap=self.config.agent.queue.cap,
-            )
-            lane.context_ratio = self._context_ratio.get(str(key), 0.0)
-            self.lanes[str(key)] = lane
-        return lane
+        return self.lanes.open(str(key), is_group=key.root.is_group)
 
     async def _note_context(self, session: SessionState) -> None:
-        """Remember how full a group's context is: over 60% its turns run one at a time.
-        (Lanes come and go with activity; the ratio must outlive them.)"""
-        ratio = session.context_tokens / max(self.runner.window, 1)
-        lane = self.lanes.get(session.key)
-        if lane is not None:
-            lane.context_ratio = ratio
-        if lane is not None and lane.is_group:
-            self._context_ratio[session.key] = ratio
+        self.lanes.note_context(session.key, session.context_tokens / max(self.runner.window, 1))
 
     async def _drop(self, chat: ChatRef, dropped: list[Pending], notify: bool) -> None:
-        await self._close([p.inbox_id for p in dropped], "dropped")
+        await self._release(dropped, "dropped")
         log.warning("queue full for %s: dropped %d oldest message(s)", chat.chat_id, len(dropped))
         if notify:
             await self._send(chat, DROPPED_NOTICE)
@@ -411,10 +380,16 @@ class Gateway:
     async def _close(self, ids: Iterable[int | None], status: str) -> None:
         await self.store.inbox_close([i for i in ids if i is not None], status)
 
-    def _spawn(self, coro: Awaitable[object], name: str | None = None) -> None:
-        task = asyncio.ensure_future(coro)
-        if name:
-            task.set_name(name)
+    async def _release(self, items: Iterable[Pending], status: str) -> None:
+        """Close accepted messages' inbox rows however their turn went (answered, stopped,
+        failed, dropped) and take their acknowledgement reactions off."""
+        items = list(items)
+        await self._close([p.inbox_id for p in items], status)
+        if self.runner.media is not None:
+            await self.runner.media.settle(p.inbound for p in items)
+
+    def _spawn(self, coro: Coroutine[Any, Any, object], name: str | None = None) -> None:
+        task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

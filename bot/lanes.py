@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from agents.cancel import CancelToken
 from agents.loop import SteerInbox
@@ -46,10 +46,6 @@ class Turn:
     steer: SteerInbox = field(default_factory=SteerInbox)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     steered: list[Pending] = field(default_factory=list)
-
-    @property
-    def inbox_ids(self) -> list[int]:
-        return [p.inbox_id for p in (*self.items, *self.steered) if p.inbox_id is not None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,3 +125,52 @@ class Lane:
         items = list(self.queue)
         self.queue.clear()
         return items
+
+
+class LaneTable(dict[str, Lane]):
+    """The lanes of the sessions that have work, by session key. A lane is made when a
+    message arrives and forgotten once idle; what it must outlive (how full a group's
+    context is) is kept here."""
+
+    def __init__(self, *, group_limit: int, cap: int) -> None:
+        super().__init__()
+        self.group_limit = group_limit
+        self.cap = cap
+        self._context_ratio: dict[str, float] = {}  # group session -> context share
+
+    def open(self, key: str, *, is_group: bool) -> Lane:
+        lane = self.get(key)
+        if lane is None:
+            lane = Lane(key, is_group=is_group, group_limit=self.group_limit, cap=self.cap)
+            lane.context_ratio = self._context_ratio.get(key, 0.0)
+            self[key] = lane
+        return lane
+
+    def forget_if_idle(self, lane: Lane) -> None:
+        if lane.idle:
+            self.pop(lane.key, None)
+
+    def note_context(self, key: str, ratio: float) -> None:
+        """How full the session's context is: over 60% a group's turns run one at a time."""
+        lane = self.get(key)
+        if lane is not None:
+            lane.context_ratio = ratio
+            if lane.is_group:
+                self._context_ratio[key] = ratio
+
+    def busy(self, key: str) -> bool:
+        lane = self.get(key)
+        return lane is not None and not lane.idle
+
+    def any_active(self) -> bool:
+        return any(lane.active for lane in self.values())
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "active_runs": sum(len(lane.active) for lane in self.values()),
+            "queued": sum(len(lane.queue) for lane in self.values()),
+            "lanes": {
+                key: {"active": len(lane.active), "queued": len(lane.queue)}
+                for key, lane in self.items()
+            },
+        }

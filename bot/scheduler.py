@@ -230,7 +230,7 @@ class Scheduler:
         if due is None:
             due = job.schedule.next_after(now, anchor=job.created_at)
             if due is None:
-                await self._finish(job, enabled=False, next_run_at=None)
+                await self.jobs.update(job.id, enabled=False, next_run_at=None, failures=0)
                 return
             await self.jobs.update(job.id, enabled=True, next_run_at=due, failures=job.failures)
         if job.schedule.one_shot and now - job.schedule.at_time > self.grace and due <= now:
@@ -242,16 +242,28 @@ class Scheduler:
             )
             log.warning("cron job %s missed: %s", job.label, detail)
             await self.jobs.record_run(CronRun(job.id, now, now, "missed", detail))
-            await self._finish(job, enabled=False, next_run_at=None, status="missed", error=detail)
+            await self.jobs.update(
+                job.id,
+                enabled=False,
+                next_run_at=None,
+                failures=0,
+                last_status="missed",
+                last_error=detail,
+            )
             return
         if self._aps is None:
             return  # not started yet (e.g. the tool used before start): start() plans it
         self._planned[job.id] = due
+        self._timer(job.id, max(due, now))
+
+    def _timer(self, job_id: str, at: float) -> None:
+        """(Re)set the job's one APScheduler timer to `at`."""
+        assert self._aps is not None
         self._aps.add_job(
             self._spawner(self._run_job),
-            DateTrigger(run_date=datetime.fromtimestamp(max(due, now), UTC), timezone=UTC),
-            args=[job.id],
-            id=f"cron:{job.id}",
+            DateTrigger(run_date=datetime.fromtimestamp(at, UTC), timezone=UTC),
+            args=[job_id],
+            id=f"cron:{job_id}",
             replace_existing=True,
         )
 
@@ -259,24 +271,6 @@ class Scheduler:
         self._planned.pop(job_id, None)
         if self._aps is not None and self._aps.get_job(f"cron:{job_id}") is not None:
             self._aps.remove_job(f"cron:{job_id}")
-
-    async def _finish(
-        self,
-        job: CronJob,
-        *,
-        enabled: bool,
-        next_run_at: float | None,
-        status: str | None = None,
-        error: str | None = None,
-    ) -> None:
-        await self.jobs.update(
-            job.id,
-            enabled=enabled,
-            next_run_at=next_run_at,
-            failures=0,
-            last_status=status,
-            last_error=error,
-        )
 
     # -- running ---------------------------------------------------------------------------
 
@@ -341,16 +335,7 @@ class Scheduler:
         if self._aps is None or job.next_run_at is None:
             return
         self._planned[job.id] = job.next_run_at
-        self._aps.add_job(
-            self._spawner(self._run_job),
-            DateTrigger(
-                run_date=datetime.fromtimestamp(self.clock() + self.store.lease, UTC),
-                timezone=UTC,
-            ),
-            args=[job.id],
-            id=f"cron:{job.id}",
-            replace_existing=True,
-        )
+        self._timer(job.id, self.clock() + self.store.lease)
 
     async def _claimed_run(self, job: CronJob) -> bool:
         """Run a job this instance claimed; False if shutdown cut it short."""
@@ -382,7 +367,10 @@ class Scheduler:
         detail = outcome.detail
         attempt = job.failures + 1
         retry_at: float | None = None
-        if outcome.transient and attempt <= len(self.retry_delays):
+        if outcome.wait and job.schedule.one_shot:  # it runs once the budget allows
+            retry_at = now + outcome.wait
+            detail += f"; a one-shot job waits: it looks again in {outcome.wait / 60:g} min"
+        elif outcome.transient and attempt <= len(self.retry_delays):
             delay = self.retry_delays[attempt - 1]
             retry_at = now + delay
             detail += f"; retry {attempt} of {len(self.retry_delays)} in {delay:g} s"
@@ -392,7 +380,7 @@ class Scheduler:
         log.log(log_level, "cron job %s: %s%s", job.label, outcome.status, f" ({detail})")
         error = detail if outcome.status in ("error", "skipped") else ""
         failures = 0
-        if retry_at is not None:
+        if retry_at is not None and not outcome.wait:
             failures = attempt
         elif not job.schedule.one_shot:
             retry_at = job.schedule.next_after(now, anchor=job.created_at)

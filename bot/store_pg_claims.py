@@ -59,6 +59,12 @@ class PostgresClaims(PostgresBase):
         await self._pool.execute("DELETE FROM claims WHERE done AND taken_at < $1", older_than)
         await self._pool.execute("DELETE FROM stops WHERE at < $1", older_than)
 
+    async def claim_done(self, name: str, slot: float = 0.0) -> bool:
+        row = await self._pool.fetchval(
+            "SELECT 1 FROM claims WHERE name = $1 AND slot = $2 AND done", name, slot
+        )
+        return row is not None
+
     async def claim_holders(self, name: str) -> list[str]:
         rows = await self._pool.fetch(
             "SELECT DISTINCT holder FROM claims WHERE name = $1 AND NOT done "

@@ -41,6 +41,12 @@ class SQLiteClaims(SQLiteBase):
         async with self._lock:
             await self._db.execute("DELETE FROM claims WHERE done AND taken_at < ?", (older_than,))
 
+    async def claim_done(self, name: str, slot: float = 0.0) -> bool:
+        rows = await self._db.execute_fetchall(
+            "SELECT 1 FROM claims WHERE name = ? AND slot = ? AND done", (name, slot)
+        )
+        return bool(list(rows))
+
     async def claim_holders(self, name: str) -> list[str]:
         rows = await self._db.execute_fetchall(
             "SELECT DISTINCT holder FROM claims WHERE name = ? AND NOT done "

@@ -57,6 +57,7 @@ class SessionState:
     key: str
     messages: int  # stored after this turn (a concurrent run's own are not counted)
     context_tokens: int  # the last model call's prompt (an estimate if no call finished)
+    cost_usd: float = 0.0  # what the turn's model calls cost
 
 
 SessionListener = Callable[[SessionState], Awaitable[None]]
@@ -100,7 +101,6 @@ class TurnRunner:
                 for notice in notices:
                     await channel.send(Outbound(chat, notice))
             if not items:
-                await self.media.settle(item.inbound for item in turn.items)
                 return TurnOutcome(None, bool(notices) and channel is not None)
         text, images = _user_text(key, items)
         user_content: list[Block] = [*images, {"type": "text", "text": text}]
@@ -120,7 +120,6 @@ class TurnRunner:
             return await self.run_content(key, turn, chat, user_content, channel=channel, mode=mode)
         finally:
             self.media.end(turn.run_id)
-            await self.media.settle(item.inbound for item in (*turn.items, *turn.steered))
 
     async def run_content(
         self,
@@ -219,6 +218,7 @@ class TurnRunner:
                 str(key),
                 total + len(result.new_messages),
                 result.context_tokens or estimate_tokens([*history, *result.new_messages]),
+                result.usage.cost_usd,
             )
             for listener in self.after_run:
                 await listener(state)

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from agents.model import Usage
 from agents.tools.base import ToolContext, ToolError
 from agents.tools.cron import CronRequest, CronTool
-from bot.budget import Budget, BudgetConfig
+from bot.budget import REFRESH_EVERY, Budget, BudgetConfig
 from bot.cli import main
 from bot.config import Config
 from bot.scheduler import Scheduler
 from bot.store import open_store
-from tests.fakes.anthropic import FakeAnthropic, Reply
+from bot.turns import SessionState
+from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon
 
@@ -78,6 +81,9 @@ async def test_budget_warns_once_then_pauses_everything_until_lifted(
         assert "Budget lifted" in (await chan.wait_sent(7, timeout=30))[6]
         await chan.say("fourth", chat_id="owner1")
         assert (await chan.wait_sent(8, timeout=30))[7] == "echo: fourth"
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, ["status", "--config", config]) == 0  # stopped now
+    assert "today (" in (out := capsys.readouterr().out) and ", lifted for today" in out
 
 
 async def test_only_the_owner_may_lift_and_off_means_off(tmp_path: Path) -> None:
@@ -91,6 +97,81 @@ async def test_only_the_owner_may_lift_and_off_means_off(tmp_path: Path) -> None
         assert "daily_usd is 0" in await off.command("lift", is_owner=True)
     finally:
         await store.close()
+
+
+async def test_told_and_lifted_outlive_a_restart_and_reach_another_instance(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(tmp_path / "perch.db")
+    told: list[str] = []
+
+    async def tell(text: str) -> bool:
+        told.append(text)
+        return True
+
+    try:
+        await store.add_usage("agent:main:dm:x", Usage(cost_usd=1.5))
+        first = Budget(BudgetConfig(daily_usd=1.0), store, tell)
+        assert "used up" in await first.notice()
+        assert len(told) == 1
+        again = Budget(BudgetConfig(daily_usd=1.0), store, tell)  # a restart, or a second one
+        assert "used up" in await again.notice()
+        assert len(told) == 1  # the owner heard it once today
+        assert "Budget lifted" in await again.command("lift", is_owner=True)
+        after = Budget(BudgetConfig(daily_usd=1.0), store, tell)
+        assert await after.notice() == "" and after.lifted()
+        assert "lifted for today" in after.status_line(await after.spent_today())
+        tomorrow = Budget(
+            BudgetConfig(daily_usd=1.0), store, tell, clock=lambda: time.time() + 86400
+        )
+        assert not tomorrow.lifted() and await tomorrow.notice() == ""  # a new day, nothing spent
+    finally:
+        await store.close()
+
+
+async def test_spend_is_read_at_most_every_few_seconds_and_own_turns_count_at_once(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(tmp_path / "perch.db")
+    now = [time.time()]
+    try:
+        budget = Budget(BudgetConfig(daily_usd=1.0), store, clock=lambda: now[0])
+        assert await budget.notice() == ""
+        await store.add_usage("agent:main:dm:x", Usage(cost_usd=0.6))  # this daemon's turn
+        await budget.after_run(SessionState("agent:main:dm:x", 2, 10, 0.6))
+        await store.add_usage("agent:main:dm:y", Usage(cost_usd=0.6))  # spent elsewhere
+        assert await budget.notice() == ""  # not seen yet: $0.60 counted
+        now[0] += REFRESH_EVERY
+        assert "used up ($1.20 spent)" in await budget.notice()  # read again: both
+        now[0] += REFRESH_EVERY  # a turn ends when a read is due: the read has its cost
+        await store.add_usage("agent:main:dm:x", Usage(cost_usd=0.3))
+        await budget.after_run(SessionState("agent:main:dm:x", 4, 10, 0.3))
+        assert await budget.spent_today() == pytest.approx(1.5)  # not counted twice
+    finally:
+        await store.close()
+
+
+async def test_a_one_shot_job_due_during_a_pause_waits_and_runs_after_a_lift(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OWNER) as daemon:
+        assert daemon.store is not None and isinstance(daemon.scheduler, Scheduler)
+        await daemon.store.add_usage("agent:main:dm:x", Usage(cost_usd=0.02))  # over $0.01
+        scheduler = daemon.scheduler
+        soon = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + 3600))
+        view = await scheduler.add_job(CronRequest("at", soon, "Remind me.", deliver_to="owner"))
+        await scheduler.run_now(view.id)
+        job = await scheduler.jobs.get(view.id)
+        assert job is not None and job.enabled and job.last_status == "skipped"
+        assert job.next_run_at is not None and job.next_run_at > time.time() + 500
+        assert "looks again in 10 min" in (job.last_error or "")
+        await chan.say("/budget lift", chat_id="owner1")
+        await chan.wait_sent(1, timeout=30)
+        await scheduler.run_now(view.id)
+        job = await scheduler.jobs.get(view.id)
+        assert job is not None and job.last_status == "delivered" and not job.enabled
+        assert "[Scheduled job" in last_user_text(fake.requests[-1])
 
 
 async def test_cron_tool_refuses_sub_minute_intervals_unless_allow_fast(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ stdio, one over Streamable HTTP on 127.0.0.1) and the fake Anthropic server driv
 from __future__ import annotations
 
 import asyncio
+import base64
 import shutil
 import subprocess
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon
 from tests.mcp_servers.running import http_server, sandboxed_entry, stdio_entry
+from tests.mcp_servers.tools import PIXEL
 from tests.waiting import eventually
 
 OPEN_DMS = {"channels.telegram.dm_policy": "open", "channels.telegram.allow_from": ["*"]}
@@ -75,8 +77,16 @@ async def test_a_turn_calls_tools_of_a_stdio_and_an_http_server(
             echo, weather, picture = tool_results(fake.requests[1])
             assert echo["content"] == "echo: hi" and "is_error" not in echo
             assert '"celsius": 21' in weather["content"]
-            assert picture["content"][0] == {"type": "text", "text": "a red pixel"}
-            assert picture["content"][1]["source"]["media_type"] == "image/png"
+            caption, image = picture["content"]  # the model sees the picture itself
+            assert caption["type"] == "text" and caption["text"].startswith("a red pixel\n[image")
+            assert image == {
+                "type": "image",
+                "source": {
+                    "type": "base64",
+                    "media_type": "image/png",
+                    "data": base64.b64encode(PIXEL).decode(),
+                },
+            }
 
 
 async def test_an_error_result_and_a_long_result_reach_the_model(

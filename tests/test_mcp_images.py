@@ -71,7 +71,8 @@ async def test_an_mcp_image_reaches_claude_inside_the_tool_result_and_leaves_his
         await chan.say("what does the picture show?")
         assert await chan.wait_sent(1, timeout=30) == ["A red pixel."]
         content = tool_result(claude.requests[1])["content"]
-        assert content[0] == {"type": "text", "text": "a red pixel"}
+        caption = f"a red pixel\n[image image/png, {len(PIXEL)} bytes: attached below]"
+        assert content[0] == {"type": "text", "text": caption}
         assert content[1]["type"] == "image"
         assert content[1]["source"] == {
             "type": "base64",
@@ -85,7 +86,7 @@ async def test_an_mcp_image_reaches_claude_inside_the_tool_result_and_leaves_his
     # The run is over: history keeps a note, not the picture, and the next turn sends the note.
     assert PIXEL_B64 not in str(stored)
     stored_result = next(b for m in stored for b in m["content"] if b["type"] == "tool_result")
-    assert stored_result["content"][0] == {"type": "text", "text": "a red pixel"}
+    assert stored_result["content"][0]["text"].startswith("a red pixel\n[image image/png")
     note = stored_result["content"][1]["text"]
     assert note.startswith(f"[image image/png, {len(PIXEL)} bytes: shown to the model")
     assert PIXEL_B64 not in str(claude.requests[2]["messages"])
@@ -126,12 +127,12 @@ async def test_a_chat_completions_model_gets_the_image_in_a_user_message_after_t
     assert tool == {
         "role": "tool",
         "tool_call_id": call_id,
-        "content": "a red pixel\n[image: in the next user message]",
+        "content": f"a red pixel\n[image image/png, {len(PIXEL)} bytes: attached below]\n[image]",
     }
     assert follow == {
         "role": "user",
         "content": [
-            {"type": "text", "text": f"[Images returned by tool call {call_id}]"},
+            {"type": "text", "text": f"[images from tool call {call_id}]"},
             {"type": "image_url", "image_url": {"url": PIXEL_URL}},
         ],
     }
@@ -157,5 +158,6 @@ async def test_a_model_that_refuses_images_still_answers_the_turn(
     assert retried["messages"][-1] == {
         "role": "tool",
         "tool_call_id": retried["messages"][-2]["tool_calls"][0]["id"],
-        "content": "a red pixel\n[image: not shown, this model takes no images]",
+        "content": f"a red pixel\n[image image/png, {len(PIXEL)} bytes: attached below]\n"
+        "[image: not shown, this model takes no images]",
     }

@@ -82,7 +82,13 @@ class Instance:
 
     @classmethod
     def configure(
-        cls, home: Path, model: FakeAnthropic, tg: FakeTelegram, url: str, mode: str
+        cls,
+        home: Path,
+        model: FakeAnthropic,
+        tg: FakeTelegram,
+        url: str,
+        mode: str,
+        heartbeat: str = "0",
     ) -> Instance:
         home.mkdir(parents=True, exist_ok=True)
         port = _free_port()
@@ -106,7 +112,7 @@ class Instance:
             "providers": {
                 "anthropic": {"api_key": "${ANTHROPIC_API_KEY}", "base_url": model.base_url}
             },
-            "heartbeat": {"every": 0},
+            "heartbeat": {"every": heartbeat},
             "gateway": {"shutdown_grace": "3s"},
             "agent": {"queue": {"mode": "followup"}},
             "store": {"url": url, "lease": "3s"},
@@ -215,8 +221,8 @@ async def test_dms_split_across_two_instances_are_answered_once_when_one_is_kill
     model.default = lambda body: Reply.text("echo: " + last_user_text(body), hold=gate)
     one = Instance.configure(tmp_path / "one", model, tg, pg_url, "webhook")
     two = Instance.configure(tmp_path / "two", model, tg, pg_url, "webhook")
-    users = [1000 + u for u in range(20)]
-    texts = [f"m{n} from {users[n % len(users)]}" for n in range(80)]
+    users = [1000 + u for u in range(60)]
+    texts = [f"m{n} from {users[n % len(users)]}" for n in range(300)]
     async with instances(one, two), aiohttp.ClientSession() as http:
         await one.start()
         await two.start()
@@ -224,7 +230,8 @@ async def test_dms_split_across_two_instances_are_answered_once_when_one_is_kill
         await two.wait_ready()
         ports = [one.port, two.port]
         took: Counter[int] = Counter()
-        for n, text in enumerate(texts[:40]):  # alternately, as a load balancer would
+        half = len(texts) // 2
+        for n, text in enumerate(texts[:half]):  # alternately, as a load balancer would
             update = dm_update(users[n % len(users)], text)
             took[await deliver(http, ports[n % 2 :] + ports[: n % 2], update)] += 1
         assert took[one.port] > 0 and took[two.port] > 0
@@ -232,7 +239,7 @@ async def test_dms_split_across_two_instances_are_answered_once_when_one_is_kill
         await eventually(lambda: len(model.requests) >= 8, timeout=30)
         one.kill()
         await one.proc.wait()  # type: ignore[union-attr]
-        for n, text in enumerate(texts[40:], start=40):  # the dead port refuses: the other
+        for n, text in enumerate(texts[half:], start=half):  # the dead port refuses: the other
             update = dm_update(users[n % len(users)], text)
             await deliver(http, ports[n % 2 :] + ports[: n % 2], update)
         gate.set()
@@ -321,6 +328,46 @@ async def test_a_killed_polling_leader_is_replaced_within_30_seconds(
         await tg.wait_for("sendMessage", 2, timeout=30)
         assert await two.stop() == 0
     assert tg.texts() == ["echo: before", "echo: after"]
+
+
+async def test_each_heartbeat_tick_runs_on_one_instance_and_goes_on_when_one_dies(
+    tmp_path: Path, model: FakeAnthropic, tg: FakeTelegram, pg_url: str
+) -> None:
+    every = 2.0
+    beats: list[float] = []  # when each heartbeat reached the model
+
+    def reply(body: dict[str, Any]) -> Reply:
+        if "[Heartbeat]" in last_user_text(body):
+            beats.append(time.time())
+            return Reply.text(f"beat {len(beats)}")
+        return Reply.text("not a heartbeat")
+
+    model.default = reply
+    homes = [tmp_path / "one", tmp_path / "two"]
+    for home in homes:  # the same workspace content on both, a checklist with a task
+        (home / "workspace").mkdir(parents=True)
+        (home / "workspace" / "HEARTBEAT.md").write_text("- Say how the day goes.\n")
+    one, two = (Instance.configure(h, model, tg, pg_url, "webhook", f"{every:g}s") for h in homes)
+
+    async with instances(one, two):
+        await one.start()
+        await two.start()
+        await one.wait_ready()
+        await two.wait_ready()
+        await eventually(lambda: len(beats) >= 4, timeout=30)
+        both_up = len(beats)
+        one.kill()
+        await one.proc.wait()  # type: ignore[union-attr]
+        await eventually(lambda: len(beats) >= both_up + 3, timeout=30)  # the other goes on
+        assert await two.stop() == 0, two.log[-3000:]
+    # Both instances tick every interval; each interval's tick ran on one of them: as many
+    # beats as intervals went by (twice as many if both had run every tick).
+    together = beats[:both_up]
+    assert len(together) <= (together[-1] - together[0]) / every + 1.5, together
+    # Each answer went out once (a tick whose instance was killed before it sent is lost).
+    sent = tg.texts()
+    assert len(sent) == len(set(sent)) >= len(beats) - 1, (sent, len(beats))
+    assert set(sent) <= {f"beat {n}" for n in range(1, len(beats) + 1)}
 
 
 def _at(when: float, text: str) -> CronRequest:

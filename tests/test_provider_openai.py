@@ -153,6 +153,45 @@ async def test_images_and_tool_history_are_translated(
     ]
 
 
+async def test_a_tools_images_follow_the_tool_messages_in_a_user_message(
+    fake: FakeOpenAI, client: OpenAIClient
+) -> None:
+    pixel = {"type": "base64", "media_type": "image/png", "data": "iVBO"}
+    history: list[Message] = [
+        {"role": "user", "content": [{"type": "text", "text": "draw"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "call_a", "name": "web__shot", "input": {}},
+                {"type": "tool_use", "id": "call_b", "name": "web__echo", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "call_a",
+                    "content": [
+                        {"type": "text", "text": "a screenshot"},
+                        {"type": "image", "source": pixel},  # type: ignore[typeddict-item]
+                    ],
+                },
+                {"type": "tool_result", "tool_use_id": "call_b", "content": "echo"},
+            ],
+        },
+    ]
+    await client.complete(request(messages=history))
+    sent = fake.requests[0]["messages"][2:]
+    # Tool messages come right after the calls (text only); the image after both of them.
+    assert [m["role"] for m in sent] == ["assistant", "tool", "tool", "user"]
+    assert sent[1] == {"role": "tool", "tool_call_id": "call_a", "content": "a screenshot\n[image]"}
+    assert sent[3]["content"] == [
+        {"type": "text", "text": "[images from tool call call_a]"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}},
+    ]
+
+
 def _pixel(data: str) -> dict[str, Any]:
     return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
 
@@ -181,13 +220,13 @@ async def test_tool_result_images_follow_all_tool_messages_in_one_user_message(
     await client.complete(request(messages=history))
     sent = fake.requests[0]["messages"][3:]
     assert [m["role"] for m in sent] == ["tool", "tool", "tool", "user"]
-    assert sent[0]["content"] == "first\n[image: in the next user message]"
+    assert sent[0]["content"] == "first\n[image]"
     assert sent[1]["content"] == "plain"
-    assert sent[2]["content"] == "[image: in the next user message]"
+    assert sent[2]["content"] == "[image]"
     assert sent[3]["content"] == [
-        {"type": "text", "text": "[Images returned by tool call t1]"},
+        {"type": "text", "text": "[images from tool call t1]"},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
-        {"type": "text", "text": "[Images returned by tool call t3]"},
+        {"type": "text", "text": "[images from tool call t3]"},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,BBBB"}},
         {"type": "text", "text": "compare them"},
     ]

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from channels.base import Channel, ChatRef, FinalOnlyStream, Image, Inbound, Outbound
 from channels.chunking import split_markdown
 from channels.formatting import render_plain, render_slack_mrkdwn
+from channels.slack import inbound as slack_inbound
 from channels.slack.adapter import (
     TYPING_STATUS,
     SlackChannel,
@@ -559,6 +560,43 @@ async def test_http_mode_accepts_signed_events_and_rejects_unsigned_ones(fake: F
         assert got.chat == ChatRef("slack", TEAM_ID, "dm", "D100", None, event["ts"])
         assert len(inbox.items) == 1
     finally:
+        await channel.stop()
+
+
+async def test_http_mode_acks_once_the_message_is_handed_on_or_the_bound_passed(
+    fake: FakeSlack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handed: list[float] = []
+    release = asyncio.Event()
+
+    async def slow_inbox(inbound: Inbound) -> None:  # the daemon writing its inbox row
+        if inbound.text == "stuck":
+            await release.wait()
+        else:
+            await asyncio.sleep(0.3)
+        handed.append(time.monotonic())
+
+    monkeypatch.setattr(slack_inbound, "ACK_WITHIN", 1.0)
+    channel = SlackChannel(
+        make_options(fake, mode="http", app_token="", signing_secret="s3cret", http_port=0)
+    )
+    await channel.start(slow_inbox)
+    try:
+        url = channel.http_url
+        assert url is not None
+        async with aiohttp.ClientSession() as session:
+            body = json.dumps(event_payload(message(fake, "over http"))).encode()
+            async with session.post(url, data=body, headers=sign("s3cret", body)) as response:
+                acked = time.monotonic()
+                assert response.status == 200
+            assert len(handed) == 1 and handed[0] <= acked  # no ack before the hand-off
+            body = json.dumps(event_payload(message(fake, "stuck"))).encode()
+            started = time.monotonic()
+            async with session.post(url, data=body, headers=sign("s3cret", body)) as response:
+                assert response.status == 200  # the bound passed: acked anyway
+            assert len(handed) == 1 and time.monotonic() - started >= 1.0
+    finally:
+        release.set()
         await channel.stop()
 
 

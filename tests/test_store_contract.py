@@ -736,7 +736,10 @@ async def test_a_claim_goes_to_one_instance_until_released_or_expired(backend: B
         assert not await one.claim("cron:j", 100.0, now=later + 1)
         await two.release("cron:j", 100.0, done=False)
         assert await one.claim("cron:j", 100.0)  # free again at once
+        assert not await two.claim_done("cron:j", 100.0)
         await one.release("cron:j", 100.0, done=True)
+        assert await two.claim_done("cron:j", 100.0) and await one.claim_done("cron:j", 100.0)
+        assert not await two.claim_done("cron:j", 200.0)  # another slot, not done
         far = now + 10 * one.lease
         assert not await two.claim("cron:j", 100.0, now=far)  # done: never again
         await one.claims_prune(far)

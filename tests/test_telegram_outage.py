@@ -13,12 +13,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from telegram.error import RetryAfter
+from telegram.error import RetryAfter, TimedOut
 
 from channels.base import ChatRef, Outbound
 from channels.formatting import render_telegram_html
 from channels.telegram.adapter import TelegramChannel, TelegramDeliveryError, TelegramOptions
 from channels.telegram.flood import FloodControl
+from channels.telegram.polling import UPDATER_LOGGER
 from tests.fakes.telegram import BOT_ID, Call, FakeTelegram
 from tests.waiting import eventually
 
@@ -300,13 +301,34 @@ async def test_a_502_page_at_start_shows_in_the_status_and_log_as_one_short_line
     await starting.start(ignore)
     try:
         await eventually(lambda: starting.status().up)
+        lines = telegram_lines(caplog)  # what start-up logged (stopping is another test's)
     finally:
         await starting.stop()
-    lines = telegram_lines(caplog)
     assert_concise(lines)
     assert [r.getMessage().split(";")[0] for r in lines] == [
         f"telegram down: cannot reach the Bot API at {tg.base_url} (Bad Gateway (HTTP 502))"
     ]
+
+
+async def test_ptbs_traceback_when_the_last_poll_at_stop_fails_becomes_one_line(
+    tg: FakeTelegram, channel: TelegramChannel, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    updater = logging.getLogger(UPDATER_LOGGER)
+    try:
+        raise TimedOut("Timed out")
+    except TimedOut:  # what PTB logs (with its traceback) when that call fails
+        updater.exception(
+            "Error while calling `get_updates` one more time to mark all fetched updates. "
+            "Suppressing error to ensure graceful shutdown."
+        )
+    updater.error("something else entirely")  # other PTB errors are left alone
+    lines = [r for r in caplog.records if r.name == UPDATER_LOGGER]
+    assert [(r.levelname, r.getMessage()) for r in lines] == [
+        ("WARNING", "telegram: the last poll at stop failed (TimedOut); updates may come again"),
+        ("ERROR", "something else entirely"),
+    ]
+    assert_concise(lines[:1])
 
 
 async def test_typing_skips_a_beat_while_the_overall_pace_is_full_and_comes_back(

@@ -26,16 +26,18 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal, TextIO
 
+import httpx2
 import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from agents.mcp.spec import ServerSpec
 
 log = logging.getLogger(__name__)
 # The HTTP client logs every request at INFO; one line per MCP call is noise in our logs.
+# The MCP transports' own defaults: a server may hold a response stream open for minutes.
+HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 State = Literal["starting", "up", "down", "disabled", "stopped"]
@@ -195,7 +197,7 @@ class McpConnection:
                 yield streams
         else:
             async with (
-                create_mcp_http_client(headers=spec.headers or None) as http,
+                httpx2.AsyncClient(timeout=HTTP_TIMEOUT, headers=spec.headers or None) as http,
                 streamable_http_client(spec.url, http_client=http) as streams,
             ):
                 yield streams

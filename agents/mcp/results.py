@@ -1,9 +1,9 @@
 """Turn an MCP `CallToolResult` into the tool result the model reads.
 
 Text blocks are kept as they are; structured content is added as JSON when the text blocks
-do not already carry it; an image block goes to the model as an image (PNG, JPEG, GIF or
-WebP within the limits of `agents.tool_images`; any other becomes a one-line note with its
-type and size, as audio always does); an embedded resource shows its text or a note; a
+do not already carry it; an image block goes to the model as an image beside a one-line
+note of its type and size (PNG, JPEG, GIF or WebP within the limits of `agents.tool_images`;
+any other is only a note saying why, as audio always is); an embedded resource shows its text or a note; a
 resource link shows its URI. `isError` becomes an error result. Truncation of long results
 is the agent loop's job, the same as for every other tool.
 """
@@ -16,9 +16,11 @@ from typing import Any
 import mcp_types as types
 
 from agents.model import ImageBlock
+from agents.tool_images import IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGES, image_note, tool_image
 from agents.tool_images import decoded_size as _size
-from agents.tool_images import image_note, tool_image
 from agents.tools.base import ToolResult
+
+__all__ = ["IMAGE_TYPES", "MAX_IMAGES", "MAX_IMAGE_BYTES", "map_result"]
 
 
 def _block_text(block: Any) -> str:
@@ -44,11 +46,13 @@ def map_result(result: types.CallToolResult) -> ToolResult:
     images: list[ImageBlock] = []
     for block in result.content:
         if isinstance(block, types.ImageContent):
-            shown = tool_image(block.mime_type, block.data, _size(block.data), len(images))
+            size = _size(block.data)
+            shown = tool_image(block.mime_type, block.data, size, len(images))
             if isinstance(shown, str):
                 parts.append(shown)
             else:
                 images.append(shown)
+                parts.append(image_note(block.mime_type, size, "attached below"))
         else:
             parts.append(_block_text(block))
     structured = result.structured_content
@@ -60,8 +64,6 @@ def map_result(result: types.CallToolResult) -> ToolResult:
     text = "\n".join(p for p in parts if p)
     if result.is_error and not text:
         text = "the tool reported an error without details"
-    if images and not text:
-        text = f"[the tool returned {len(images)} image(s)]"
     return ToolResult(text, is_error=bool(result.is_error), images=tuple(images))
 
 

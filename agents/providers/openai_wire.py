@@ -79,12 +79,12 @@ def _tool_result(
         elif (image := _image_part(item)) is not None:
             if tool_images:
                 images.append(image)
-                texts.append("[image: in the next user message]")
+                texts.append("[image]")
             else:
                 texts.append("[image: not shown, this model takes no images]")
     if images:
         call = block["tool_use_id"]
-        parts.append({"type": "text", "text": f"[Images returned by tool call {call}]"})
+        parts.append({"type": "text", "text": f"[images from tool call {call}]"})
         parts.extend(images)
     result = "\n".join(texts) or "(empty)"
     if block.get("is_error") and not result.startswith("Error"):

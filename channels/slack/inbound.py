@@ -14,6 +14,11 @@ Decisions:
   do replies under a bot message (`parent_user_id`).
 - Images are downloaded with the bot token, which is only ever sent to slack.com hosts or to
   the configured `base_url` host.
+- Slack's ack waits for the handler (the daemon writes the message to its inbox there) for up
+  to `ACK_WITHIN` seconds, in both modes (listeners run before the ack): an instance killed
+  before that never acknowledged the event, so Slack sends it again (to another instance
+  behind a load balancer) and the inbox keeps the first copy. Past that bound the ack goes
+  anyway, inside Slack's 3 s limit.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ log = logging.getLogger("channels.slack")
 _ACCEPTED_SUBTYPES: frozenset[str | None] = frozenset({None, "file_share", "thread_broadcast"})
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 _SEEN_LIMIT = 2048
+ACK_WITHIN = 2.0  # seconds Slack's ack may wait for the message to be handed on
 _NAME_LIMIT = 10_000
 
 
@@ -108,10 +114,10 @@ class SlackInbound:
         self.account = account
 
     async def on_message_event(self, event: dict[str, Any]) -> None:
-        self._accept(event, via_mention=False)
+        await _handed_on(self._accept(event, via_mention=False))
 
     async def on_mention_event(self, event: dict[str, Any]) -> None:
-        self._accept(event, via_mention=True)
+        await _handed_on(self._accept(event, via_mention=True))
 
     async def on_other_event(self, event: dict[str, Any]) -> None:
         log.debug("slack: %s event ignored", event.get("type"))
@@ -140,23 +146,24 @@ class SlackInbound:
         )
         self._spawn(self._deliver(arrival), f"slack-slash-{channel}")
 
-    def _accept(self, event: dict[str, Any], *, via_mention: bool) -> None:
-        """Decide at once whether an event becomes an Inbound; the rest runs in a task."""
+    def _accept(self, event: dict[str, Any], *, via_mention: bool) -> asyncio.Task[None] | None:
+        """Decide at once whether an event becomes an Inbound; the rest runs in a task
+        (returned, so the ack can wait for it)."""
         if self._on_message is None:
-            return
+            return None
         if event.get("subtype") not in _ACCEPTED_SUBTYPES or event.get("hidden"):
-            return
+            return None
         user, channel, ts = event.get("user"), event.get("channel"), event.get("ts")
         if not isinstance(user, str) or not isinstance(channel, str) or not isinstance(ts, str):
-            return
+            return None
         if event.get("bot_id") or (self._bot_user_id and user == self._bot_user_id):
-            return
+            return None
         if not self._bot_user_id:
             log.warning("slack: event in %s before auth.test succeeded; dropped", channel)
-            return
+            return None
         key = (channel, ts)
         if key in self._seen:
-            return
+            return None
         self._seen[key] = None
         while len(self._seen) > _SEEN_LIMIT:
             self._seen.popitem(last=False)
@@ -185,7 +192,7 @@ class SlackInbound:
             mentioned=mentioned or via_mention,
             files=files,
         )
-        self._spawn(self._deliver(arrival), f"slack-inbound-{channel}-{ts}")
+        return self._spawn(self._deliver(arrival), f"slack-inbound-{channel}-{ts}")
 
     async def _deliver(self, arrival: _Arrival) -> None:
         # Files and names are fetched concurrently, but each chat's messages reach the
@@ -331,3 +338,9 @@ class SlackInbound:
             self._names.clear()
         self._names[user_id] = name
         return name
+
+
+async def _handed_on(task: asyncio.Task[None] | None) -> None:
+    """Until the message is handed on (or `ACK_WITHIN` passed); never cancels it."""
+    if task is not None:
+        await asyncio.wait({task}, timeout=ACK_WITHIN)

@@ -1,6 +1,6 @@
 """The Telegram adapter: python-telegram-bot's `Application` run inside the daemon's loop.
 
-Owns the Bot API connection (long polling, or an aiohttp webhook), its status, and handing
+Owns the Bot API connection (long polling, or the webhook listener of `webhook`), its status, and handing
 messages on in per-chat order; reading a message into an `Inbound` is in `inbound`, delivery
 in `delivery`, the streaming preview in `stream`, settings in `options`, pure text handling
 in `text`, the registry's view of the platform in `plugin`.
@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import os
 from collections.abc import Coroutine
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
-from aiohttp import web
 from telegram import Message, Update
 from telegram.constants import ChatAction
 from telegram.error import InvalidToken, TelegramError
@@ -47,10 +44,11 @@ from channels.telegram.errors import TelegramDeliveryError, describe_error
 from channels.telegram.inbound import TelegramReader
 from channels.telegram.media import TelegramMedia
 from channels.telegram.options import TelegramOptions
-from channels.telegram.polling import ObservedRequest
+from channels.telegram.polling import UPDATER_LOGGER, ObservedRequest, QuietFinalPoll
 from channels.telegram.redaction import LOGGER_NAME, SecretRedactor, library_loggers
 from channels.telegram.stream import TelegramReplyStream
 from channels.telegram.text import strip_bot_mentions
+from channels.telegram.webhook import SECRET_HEADER, WebhookServer
 from channels.typing import keep_typing
 
 __all__ = [
@@ -68,7 +66,6 @@ __all__ = [
 
 log = logging.getLogger(LOGGER_NAME)
 
-SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 RECONNECT_MAX_DELAY = 30.0
 STOP_TIMEOUT = 2.0
 START_WAIT = 15.0  # start() returns after this even if the first attempt still hangs
@@ -95,10 +92,10 @@ class TelegramChannel:
         self._polling = False  # getUpdates outcomes count for status only once polling runs
         self._first_attempt = asyncio.Event()
         self._supervisor: asyncio.Task[None] | None = None
-        self._webhook_runner: web.AppRunner | None = None
+        self._webhook = WebhookServer(options, self._on_webhook_update)
         self._tasks: set[asyncio.Task[None]] = set()
         self._tails: dict[str, asyncio.Future[None]] = {}
-        self._logged: list[logging.Logger] = []
+        self._logged: list[tuple[logging.Logger, logging.Filter]] = []
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -114,9 +111,10 @@ class TelegramChannel:
         self._stopping = False
         self._first_attempt.clear()
         self._polling = False
-        for logger in library_loggers():
-            logger.addFilter(self._redactor)
-            self._logged.append(logger)
+        quiet = (logging.getLogger(UPDATER_LOGGER), QuietFinalPoll())
+        for logger, filtered in [*((lg, self._redactor) for lg in library_loggers()), quiet]:
+            logger.addFilter(filtered)
+            self._logged.append((logger, filtered))
         self._app = self._build_app()
         self._set_status(False, f"connecting to {self._opt.base_url}", quiet=True)
         self._supervisor = asyncio.create_task(self._connect_until_up(), name="telegram-connect")
@@ -136,9 +134,7 @@ class TelegramChannel:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tails.clear()
-        if self._webhook_runner is not None:
-            await self._webhook_runner.cleanup()
-            self._webhook_runner = None
+        await self._webhook.stop()
         app = self._app
         if app is not None:
             try:
@@ -149,8 +145,8 @@ class TelegramChannel:
                 log.warning("Telegram shutdown failed: %s", self._redactor.redact(str(exc)))
             self._app = None
         self._set_status(False, "stopped", quiet=True)
-        for logger in self._logged:
-            logger.removeFilter(self._redactor)
+        for logger, filtered in self._logged:
+            logger.removeFilter(filtered)
         self._logged.clear()
 
     @staticmethod
@@ -235,44 +231,27 @@ class TelegramChannel:
 
     async def _start_webhook(self, app: Application[Any, Any, Any, Any, Any, Any]) -> None:
         opt = self._opt
-        if self._webhook_runner is None:
-            server = web.Application()
-            path = urlsplit(opt.webhook_url).path or "/"
-            server.router.add_post(path, self._on_webhook_post)
-            runner = web.AppRunner(server, access_log=None, shutdown_timeout=0.5)
-            await runner.setup()
-            try:
-                await web.TCPSite(runner, opt.webhook_listen, opt.webhook_port).start()
-            except OSError:
-                await runner.cleanup()
-                raise
-            self._webhook_runner = runner
+        await self._webhook.start()
         await app.bot.set_webhook(
             opt.webhook_url, secret_token=opt.webhook_secret, allowed_updates=["message"]
         )
 
-    async def _on_webhook_post(self, request: web.Request) -> web.Response:
-        given = request.headers.get(SECRET_HEADER, "")
-        if not hmac.compare_digest(given.encode(), self._opt.webhook_secret.encode()):
-            log.warning("Telegram webhook: refused a post without the right secret token")
-            return web.Response(status=403)
+    async def _on_webhook_update(self, payload: Any) -> int:
+        """An authentic webhook post's body -> the HTTP status to answer Telegram."""
         app = self._app
         if app is None:
-            return web.Response(status=503)
+            return 503
         try:
-            payload = await request.json()
             update = Update.de_json(payload, app.bot)
         except Exception as exc:
             log.warning("Telegram webhook: unreadable update (%s)", exc)
-            return web.Response(status=400)
+            return 400
         if self._stopping:
-            return web.Response(status=503)  # Telegram posts it again (to another instance)
-        # Answer only once the message is handed on (written to the inbox): an instance
-        # killed before that never said 200, so Telegram delivers the update again.
+            return 503  # Telegram posts it again (to another instance)
         task = self._receive(update)
         if task is not None:
-            await asyncio.shield(task)
-        return web.Response()
+            await asyncio.shield(task)  # 200 only once the message is handed on
+        return 200
 
     def _on_poll_result(self, error: BaseException | None) -> None:
         """Every getUpdates outcome (PTB's error_callback misses timeouts and flood waits)."""

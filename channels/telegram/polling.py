@@ -3,18 +3,38 @@
 Owns `ObservedRequest`, PTB's HTTP request class reporting each getUpdates outcome (PTB's own
 error callback misses timeouts and flood waits) and turning an error page that is not JSON
 (a proxy's HTML when Telegram is down) into a one-line description, so neither PTB's
-traceback nor the page reaches the log; and the error a failed answer stands for.
+traceback nor the page reaches the log; the error a failed answer stands for; and
+`QuietFinalPoll`, which turns PTB's traceback when the last poll at stop fails into one line.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
+
+UPDATER_LOGGER = "telegram.ext.Updater"
+
+
+class QuietFinalPoll(logging.Filter):
+    """PTB logs an ERROR with a traceback when the getUpdates it makes at stop (to confirm
+    the updates already fetched) fails; that is one warning line: those updates may come
+    again after a restart, and the daemon's inbox drops the repeats."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "mark all fetched updates" not in record.getMessage():
+            return True
+        why = record.exc_info[1] if record.exc_info else None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.msg = "telegram: the last poll at stop failed (%s); updates may come again"
+        record.args = (type(why).__name__ if why is not None else "unknown error",)
+        record.exc_info = record.exc_text = None
+        return True
 
 
 class ObservedRequest(HTTPXRequest):
