@@ -4,7 +4,9 @@
 concurrently (results kept in call order), feeds the results back, and repeats until the model
 answers without tools or `max_iterations` is reached. It never touches storage or a platform:
 it returns a `RunResult` whose `new_messages` the caller persists in one transaction, and
-reports progress as events (`TextDelta`, `ToolStarted`, `ToolFinished`).
+reports progress as events (`TextDelta`, `ToolStarted`, `ToolFinished`). Images a tool
+returns go into its tool_result for this run's model calls; `new_messages` carries notes in
+their place (`agents.tool_images`), so no stored history keeps their base64.
 
 Cancellation is cooperative through the request's `CancelToken`: checked before each model
 call and each tool, raced against both. A cancelled run keeps the partial text it streamed,
@@ -37,6 +39,7 @@ from agents.model import (
     text_of,
     tool_result_block,
 )
+from agents.tool_images import without_tool_images
 from agents.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -160,7 +163,9 @@ class AgentLoop:
                 await emit(event)
 
         def result(status: RunStatus, text: str, error: str = "", n: int = 0) -> RunResult:
-            return RunResult(status, text, new, usage, context_tokens, n, error, streamed, model)
+            # Tool-result images were for this run's model calls: notes from here on.
+            saved = without_tool_images(new)
+            return RunResult(status, text, saved, usage, context_tokens, n, error, streamed, model)
 
         partial: list[str] = []
 
@@ -234,10 +239,7 @@ class AgentLoop:
             outcome = await self._run_tool(name, args, request)
             await send(ToolFinished(call_id, name, outcome.is_error, time.monotonic() - started))
             content = self._cap(name, outcome.content) or "(empty)"
-            block = tool_result_block(call_id, content, outcome.is_error)
-            if outcome.images:
-                block["content"] = [text_block(content), *outcome.images]
-            return block
+            return tool_result_block(call_id, content, outcome.is_error, outcome.images)
 
         if len(calls) == 1:
             return [await one(calls[0])]

@@ -87,8 +87,13 @@ def text_block(text: str) -> TextBlock:
     return {"type": "text", "text": text}
 
 
-def tool_result_block(tool_use_id: str, content: str, is_error: bool = False) -> ToolResultBlock:
-    block: ToolResultBlock = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+def tool_result_block(
+    tool_use_id: str, content: str, is_error: bool = False, images: Iterable[ImageBlock] = ()
+) -> ToolResultBlock:
+    """A tool_result; with `images`, its content is the text block followed by them."""
+    parts: list[TextBlock | ImageBlock] = [*images]
+    body: str | list[TextBlock | ImageBlock] = [text_block(content), *parts] if parts else content
+    block: ToolResultBlock = {"type": "tool_result", "tool_use_id": tool_use_id, "content": body}
     if is_error:
         block["is_error"] = True
     return block

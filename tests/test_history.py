@@ -20,6 +20,7 @@ from agents.history import (
     validate_history,
 )
 from agents.model import Message
+from agents.tool_images import without_tool_images
 
 
 def user(*blocks: dict[str, Any] | str) -> Message:
@@ -321,7 +322,16 @@ _blocks = st.one_of(
     st.builds(
         lambda i, c, e: result(i, c, is_error=e),
         _ids,
-        st.sampled_from(["out", "", [{"type": "text", "text": "x"}], {"odd": 1}]),
+        st.sampled_from(
+            [
+                "out",
+                "",
+                [{"type": "text", "text": "x"}],
+                {"odd": 1},
+                [{"type": "text", "text": "x"}, IMAGE],  # a tool that returned an image
+                [IMAGE, IMAGE],
+            ]
+        ),
         st.booleans(),
     ),
     st.just(IMAGE),
@@ -369,7 +379,8 @@ def _valid_histories(draw: st.DrawFn) -> list[Message]:
             ids = [f"t{next_id + k}" for k in range(draw(st.integers(1, 3)))]
             next_id += len(ids)
             history.append(assistant("working", *[use(i) for i in ids]))
-            answers = [result(i, draw(st.sampled_from(["ok", "x" * 50]))) for i in ids]
+            contents = st.sampled_from(["ok", "x" * 50, [{"type": "text", "text": "see"}, IMAGE]])
+            answers = [result(i, draw(contents)) for i in ids]
             history.append(user(*draw(st.permutations(answers))))
         history.append(assistant(draw(st.sampled_from(["done", "sure"]))))
     return history
@@ -406,3 +417,78 @@ def test_prepare_history_limits_prunes_and_repairs() -> None:
         for m in prepared
         for b in m["content"]
     )
+
+
+# --- tool-result images leave history as notes ---------------------------------------------
+
+
+def _tool_images(messages: list[Message]) -> int:
+    return sum(
+        1
+        for m in messages
+        for b in m["content"]
+        if b.get("type") == "tool_result" and isinstance(b.get("content"), list)
+        for p in b["content"]  # type: ignore[typeddict-item]
+        if p.get("type") == "image"
+    )
+
+
+def test_tool_result_images_become_notes_and_user_images_stay() -> None:
+    history = [
+        user(IMAGE, "what is this?"),
+        assistant("looking", use("t1")),
+        user(result("t1", [{"type": "text", "text": "a pixel"}, IMAGE])),
+        assistant("a pixel"),
+    ]
+    before = copy.deepcopy(history)
+    stored = without_tool_images(history)
+    assert history == before
+    assert stored[0] is history[0] and stored[0]["content"][0] == IMAGE
+    assert stored[2]["content"] == [
+        result(
+            "t1",
+            [
+                {"type": "text", "text": "a pixel"},
+                {
+                    "type": "text",
+                    "text": "[image image/png, 1 bytes: shown to the model when the tool ran; "
+                    "not kept in history]",
+                },
+            ],
+        )
+    ]
+    assert estimate_tokens(stored) < estimate_tokens(history)
+
+
+def test_pruning_clears_old_image_results_and_counts_their_images() -> None:
+    old = [{"type": "text", "text": "0:" + "r" * 20_000}, IMAGE]
+    history = _tool_history([20_000, 20_000], 100)
+    history[2]["content"][0]["content"] = old  # type: ignore[typeddict-unknown-key]
+    assert estimate_tokens(history) == estimate_tokens(_tool_history([20_000] * 2, 100)) + 1600
+    pruned = prune_tool_results(history, 8_000, keep_last_assistants=1, min_hard_clear_chars=0)
+    assert _result_content(pruned[2]) == CLEARED_TOOL_RESULT  # the image went with it
+    assert "characters trimmed" in _result_content(pruned[4])
+    assert validate_history(repair_tool_pairing(pruned)) == []
+
+
+@settings(max_examples=200)
+@given(_messages)
+def test_stored_histories_keep_no_tool_images_and_stay_repairable(
+    messages: list[Message],
+) -> None:
+    repaired = repair_tool_pairing(messages)
+    before = copy.deepcopy(repaired)
+    stored = without_tool_images(repaired)
+    assert repaired == before
+    assert _tool_images(stored) == 0
+    assert validate_history(stored) == []
+    assert without_tool_images(stored) == stored
+    assert repair_tool_pairing(stored) == stored
+
+
+@given(_valid_histories())
+def test_notes_for_tool_images_keep_a_valid_history_valid(history: list[Message]) -> None:
+    stored = without_tool_images(history)
+    assert validate_history(stored) == []
+    assert repair_tool_pairing(stored) == stored
+    assert len(stored) == len(history)

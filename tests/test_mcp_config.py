@@ -102,20 +102,28 @@ def test_results_map_to_text_the_model_can_read() -> None:
     image = types.ImageContent(type="image", data="aGVsbG8=", mime_type="image/png")
     assert result([text]) == ToolResult("hello")
     assert result([text], {"result": "hello"}) == ToolResult("hello")
+    png = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "aGVsbG8="},
+    }
     shown = result([text, image])  # any valid base64 of an allowed type is passed on
     assert shown.content == "hello\n[image image/png, 5 bytes: attached below]"
-    assert shown.images == (
-        {
-            "type": "image",
-            "source": {"type": "base64", "media_type": "image/png", "data": "aGVsbG8="},
-        },
-    )
+    assert shown.images == (png,)
+    assert result([image]).content == "[image image/png, 5 bytes: attached below]"
     svg = types.ImageContent(type="image", data="aGVsbG8=", mime_type="image/svg+xml")
+    tiff = types.ImageContent(type="image", data="aGVsbG8=", mime_type="image/tiff")
     broken = types.ImageContent(type="image", data="not base64!", mime_type="image/png")
-    for unshown in (svg, broken):
-        assert result([unshown]).images == () and "not shown]" in result([unshown]).content
+    for unshown in (svg, tiff, broken):
+        assert result([unshown]).images == () and "bytes: not shown (" in result([unshown]).content
+    assert result([text, tiff]).content == (
+        "hello\n[image image/tiff, 5 bytes: not shown (only PNG, JPEG, GIF and WebP are)]"
+    )
+    assert "not valid base64" in result([broken]).content
+    audio = types.AudioContent(type="audio", data="aGVsbG8=", mime_type="audio/wav")
+    assert result([audio]) == ToolResult("[audio audio/wav, 5 bytes: not shown as text]")
     many = result([image] * (MAX_IMAGES + 1))
-    assert len(many.images) == MAX_IMAGES and many.content.endswith("bytes: not shown]")
+    assert len(many.images) == MAX_IMAGES
+    assert many.content.endswith("[image image/png, 5 bytes: not shown (only 4 images per result)]")
     assert result([], {"a": 1}).content == '{\n "a": 1\n}'
     assert result([types.TextContent(type="text", text='{"a": 1}')], {"a": 1}).content == '{"a": 1}'
     assert result([text], error=True) == ToolResult("hello", is_error=True)

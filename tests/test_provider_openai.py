@@ -192,6 +192,82 @@ async def test_a_tools_images_follow_the_tool_messages_in_a_user_message(
     ]
 
 
+def _pixel(data: str) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+
+
+async def test_tool_result_images_follow_all_tool_messages_in_one_user_message(
+    fake: FakeOpenAI, client: OpenAIClient
+) -> None:
+    calls = [{"type": "tool_use", "id": f"t{n}", "name": "shot", "input": {}} for n in (1, 2, 3)]
+    history: list[Message] = [
+        {"role": "user", "content": [{"type": "text", "text": "screenshots"}]},
+        {"role": "assistant", "content": calls},  # type: ignore[typeddict-item]
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": [{"type": "text", "text": "first"}, _pixel("AAAA")],
+                },
+                {"type": "tool_result", "tool_use_id": "t2", "content": "plain"},
+                {"type": "tool_result", "tool_use_id": "t3", "content": [_pixel("BBBB")]},
+                {"type": "text", "text": "compare them"},
+            ],
+        },
+    ]
+    await client.complete(request(messages=history))
+    sent = fake.requests[0]["messages"][3:]
+    assert [m["role"] for m in sent] == ["tool", "tool", "tool", "user"]
+    assert sent[0]["content"] == "first\n[image]"
+    assert sent[1]["content"] == "plain"
+    assert sent[2]["content"] == "[image]"
+    assert sent[3]["content"] == [
+        {"type": "text", "text": "[images from tool call t1]"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        {"type": "text", "text": "[images from tool call t3]"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,BBBB"}},
+        {"type": "text", "text": "compare them"},
+    ]
+    # A model that refused tool images once gets notes from then on (one request, no retry).
+    fake.queue(Reply.http_error(400, "invalid_request_error", "no image input"), Reply.text("ok"))
+    answer = await client.complete(request(messages=history))
+    assert answer.content == [{"type": "text", "text": "ok"}]
+    fake.queue(Reply.text("again"))
+    await client.complete(request(messages=history))
+    assert len(fake.requests) == 4
+    assert "image_url" not in str(fake.requests[3]["messages"])
+    assert fake.requests[3]["messages"][-1] == {"role": "user", "content": "compare them"}
+
+
+async def test_a_400_for_another_reason_keeps_tool_images_for_the_model(
+    fake: FakeOpenAI, client: OpenAIClient
+) -> None:
+    history: list[Message] = [
+        {"role": "user", "content": [{"type": "text", "text": "shot"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "s", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [_pixel("AAAA")]}],
+        },
+    ]
+    # The request is refused with and without the images (too long, say): the error is the
+    # turn's, and the model is not marked as taking no images.
+    too_long = Reply.http_error(400, "invalid_request_error", "context too long")
+    fake.queue(too_long, too_long)
+    with pytest.raises(ModelError) as caught:
+        await client.complete(request(messages=history))
+    assert caught.value.kind == "bad_request"
+    assert len(fake.requests) == 2 and "image_url" not in str(fake.requests[1]["messages"])
+    fake.queue(Reply.text("ok"))
+    await client.complete(request(messages=history))
+    assert "image_url" in str(fake.requests[2]["messages"])
+
+
 async def test_usage_from_the_last_chunk_is_priced(fake: FakeOpenAI) -> None:
     client = OpenAIClient(KEY, fake.base_url, prices={"gpt-test": Price(2.0, 8.0)})
     fake.queue(Reply.text("ok", usage={"input_tokens": 1000, "cache_read_input_tokens": 500}))

@@ -1,55 +1,33 @@
-"""Turn an MCP `CallToolResult` into the text tool result the model reads.
+"""Turn an MCP `CallToolResult` into the tool result the model reads.
 
 Text blocks are kept as they are; structured content is added as JSON when the text blocks
-do not already carry it; an image (PNG, JPEG, GIF, WebP up to `MAX_IMAGE_BYTES`, at most
-`MAX_IMAGES` a result) goes to the model as an image beside a one-line note of its type and
-size, any other image or audio block is only that note; an embedded resource shows its text
-or a note; a resource link shows its URI. `isError` becomes an error result. Truncation of
-long text is the agent loop's job, the same as for every other tool.
+do not already carry it; an image block goes to the model as an image beside a one-line
+note of its type and size (PNG, JPEG, GIF or WebP within the limits of `agents.tool_images`;
+any other is only a note saying why, as audio always is); an embedded resource shows its text or a note; a
+resource link shows its URI. `isError` becomes an error result. Truncation of long results
+is the agent loop's job, the same as for every other tool.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from typing import Any
 
 import mcp_types as types
 
 from agents.model import ImageBlock
+from agents.tool_images import IMAGE_TYPES, MAX_IMAGE_BYTES, MAX_IMAGES, image_note, tool_image
+from agents.tool_images import decoded_size as _size
 from agents.tools.base import ToolResult
 
-IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
-MAX_IMAGE_BYTES = 5 * 1024 * 1024  # what the model APIs take per image
-MAX_IMAGES = 4  # a result's images shown to the model; the rest are notes
+__all__ = ["IMAGE_TYPES", "MAX_IMAGES", "MAX_IMAGE_BYTES", "map_result"]
 
 
-def _size(data: str) -> int:
-    try:
-        return len(base64.b64decode(data, validate=False))
-    except (binascii.Error, ValueError):
-        return len(data)
-
-
-def _image(block: types.ImageContent) -> ImageBlock | None:
-    """The image as the model sees it, or None when it cannot be shown."""
-    mime = block.mime_type.lower()
-    if mime not in IMAGE_TYPES or _size(block.data) > MAX_IMAGE_BYTES:
-        return None
-    try:  # the APIs refuse a request with broken base64: check it here, once
-        base64.b64decode(block.data, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    return {"type": "image", "source": {"type": "base64", "media_type": mime, "data": block.data}}
-
-
-def _block_text(block: Any, shown: bool = False) -> str:
+def _block_text(block: Any) -> str:
     if isinstance(block, types.TextContent):
         return block.text
     if isinstance(block, types.ImageContent):
-        what = "attached below" if shown else "not shown"
-        return f"[image {block.mime_type}, {_size(block.data)} bytes: {what}]"
+        return image_note(block.mime_type, _size(block.data))
     if isinstance(block, types.AudioContent):
         return f"[audio {block.mime_type}, {_size(block.data)} bytes: not shown as text]"
     if isinstance(block, types.ResourceLink):
@@ -64,13 +42,17 @@ def _block_text(block: Any, shown: bool = False) -> str:
 
 
 def map_result(result: types.CallToolResult) -> ToolResult:
-    images: list[ImageBlock] = []
     parts: list[str] = []
+    images: list[ImageBlock] = []
     for block in result.content:
-        image = _image(block) if isinstance(block, types.ImageContent) else None
-        if image is not None and len(images) < MAX_IMAGES:
-            images.append(image)
-            parts.append(_block_text(block, shown=True))
+        if isinstance(block, types.ImageContent):
+            size = _size(block.data)
+            shown = tool_image(block.mime_type, block.data, size, len(images))
+            if isinstance(shown, str):
+                parts.append(shown)
+            else:
+                images.append(shown)
+                parts.append(image_note(block.mime_type, size, "attached below"))
         else:
             parts.append(_block_text(block))
     structured = result.structured_content

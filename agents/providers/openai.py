@@ -6,6 +6,8 @@ It streams with `stream_options.include_usage` (usage arrives in a last chunk wi
 choices), rebuilds tool calls from their pieces, and reads only `delta.content` as text:
 reasoning fields some servers add (`reasoning_content`, `reasoning`) never reach a chat.
 Cost comes from the provider's configured prices; a model without one costs 0 (local).
+Images of tool results go in a user message after the tool messages (`openai_wire`); a model
+that refuses them (400) gets the request again with notes instead, and no more of them.
 """
 
 from __future__ import annotations
@@ -114,6 +116,17 @@ def classify(exc: BaseException) -> Failure | None:
     return None
 
 
+def _has_tool_images(request: ModelRequest) -> bool:
+    return any(
+        block["type"] == "tool_result"
+        and isinstance(block["content"], list)
+        and any(part["type"] == "image" for part in block["content"])
+        for message in request.messages
+        if message["role"] == "user"
+        for block in message["content"]
+    )
+
+
 class OpenAIClient:
     """A Chat Completions provider, streaming, with retries. `name` is its config key."""
 
@@ -149,6 +162,7 @@ class OpenAIClient:
             sleep=sleep,
         )
         self._client: AsyncOpenAI | None = None
+        self._no_tool_images: set[str] = set()  # models that refused tool-result images
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIClient(name={self.name!r}, base_url={self._base_url!r})"
@@ -182,9 +196,32 @@ class OpenAIClient:
     ) -> ModelResponse:
         if self._client is None:
             await asyncio.to_thread(importlib.import_module, "openai")
+        images = request.model not in self._no_tool_images and _has_tool_images(request)
+        try:
+            return await self._complete(request, on_text, images)
+        except ModelError as exc:
+            if not images or exc.kind != "bad_request":
+                raise
+            # A model that takes no images refuses them (400): the turn goes on without the
+            # tool results' images (notes instead). Only when that request is taken is the
+            # model marked as taking none, so a 400 for another reason changes nothing.
+            log.warning(
+                "%s/%s refused a request with tool-result images (%s); sending it without them",
+                self.name,
+                request.model,
+                exc,
+            )
+            response = await self._complete(request, on_text, False)
+            self._no_tool_images.add(request.model)
+            return response
+
+    async def _complete(
+        self, request: ModelRequest, on_text: TextCallback | None, tool_images: bool
+    ) -> ModelResponse:
         try:
             return await self.policy.call(
-                f"{self.name}/{request.model}", lambda: self._stream_once(request, on_text)
+                f"{self.name}/{request.model}",
+                lambda: self._stream_once(request, on_text, tool_images),
             )
         except BrokenAfterText as exc:
             raise broken_error(exc.failure) from exc.__cause__
@@ -202,11 +239,11 @@ class OpenAIClient:
         )
 
     async def _stream_once(
-        self, request: ModelRequest, on_text: TextCallback | None
+        self, request: ModelRequest, on_text: TextCallback | None, tool_images: bool = True
     ) -> ModelResponse:
         kwargs: dict[str, Any] = {
             "model": request.model,
-            "messages": to_chat_messages(request.system, request.messages),
+            "messages": to_chat_messages(request.system, request.messages, tool_images=tool_images),
             "max_tokens": request.max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},

@@ -3,9 +3,10 @@
 A session's history is kept in one shape (`agents.model` blocks), so it can move between
 kinds mid-conversation: `to_chat_messages` turns an assistant's `tool_use` blocks into
 `tool_calls`, each `tool_result` into a `role: tool` message right after them (before the
-user's own text; a tool's images follow the tool messages in that user message, since a
-tool message carries text only), images into `image_url` data URLs, and drops what Chat Completions cannot
-carry (thinking blocks, cache breakpoints). `ToolCallAccumulator` rebuilds tool calls whose
+user's own text), images into `image_url` data URLs, and drops what Chat Completions cannot
+carry (thinking blocks, cache breakpoints). A `role: tool` message carries text only, so the
+images of a tool result go in a user message after the tool messages (`tool_images=False`:
+a note instead, for models that take no images). `ToolCallAccumulator` rebuilds tool calls whose
 arguments arrive in pieces, several per response told apart by `index`.
 """
 
@@ -18,11 +19,12 @@ from typing import Any
 
 from agents.model import (
     Block,
+    ImageBlock,
     Message,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
-    tool_result_text,
+    text_block,
 )
 
 log = logging.getLogger(__name__)
@@ -54,7 +56,7 @@ def to_chat_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _image_part(block: Block) -> dict[str, Any] | None:
+def _image_part(block: Block | TextBlock | ImageBlock) -> dict[str, Any] | None:
     if block["type"] != "image":
         return None
     source = block["source"]
@@ -62,28 +64,43 @@ def _image_part(block: Block) -> dict[str, Any] | None:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
-def _result_parts(block: ToolResultBlock) -> list[Block]:
-    content = block.get("content")
-    return list(content) if isinstance(content, list) else []
+def _tool_result(
+    block: ToolResultBlock, tool_images: bool, parts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The `role: tool` message of a tool result. A tool message carries text only, so its
+    images are added to `parts`, the user message that follows the tool messages."""
+    content = block.get("content", "")
+    items = content if isinstance(content, list) else [text_block(content)]
+    texts: list[str] = []
+    images: list[dict[str, Any]] = []
+    for item in items:
+        if item["type"] == "text":
+            texts.append(item["text"])
+        elif (image := _image_part(item)) is not None:
+            if tool_images:
+                images.append(image)
+                texts.append("[image]")
+            else:
+                texts.append("[image: not shown, this model takes no images]")
+    if images:
+        call = block["tool_use_id"]
+        parts.append({"type": "text", "text": f"[images from tool call {call}]"})
+        parts.extend(images)
+    result = "\n".join(texts) or "(empty)"
+    if block.get("is_error") and not result.startswith("Error"):
+        result = f"Error: {result}"  # Chat Completions has no is_error flag
+    return {"role": "tool", "tool_call_id": block["tool_use_id"], "content": result}
 
 
-def _user_messages(content: list[Block]) -> list[dict[str, Any]]:
+def _user_messages(content: list[Block], tool_images: bool = True) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
     has_image = False
     for block in content:
         if block["type"] == "tool_result":
-            result = tool_result_text(block) or "(empty)"
-            if block.get("is_error") and not result.startswith("Error"):
-                result = f"Error: {result}"  # Chat Completions has no is_error flag
-            out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": result})
-            # A tool message carries text only: the images a tool returned follow in the
-            # user message after the tool messages, named by the call they came from.
-            shown = [p for b in _result_parts(block) if (p := _image_part(b)) is not None]
-            if shown:
-                label = f"[images from tool call {block['tool_use_id']}]"
-                parts += [{"type": "text", "text": label}, *shown]
-                has_image = True
+            shown = len(parts)
+            out.append(_tool_result(block, tool_images, parts))
+            has_image = has_image or len(parts) > shown
         elif block["type"] == "text":
             parts.append({"type": "text", "text": block["text"]})
         elif (image := _image_part(block)) is not None:
@@ -122,8 +139,11 @@ def _assistant_message(content: list[Block]) -> dict[str, Any] | None:
     return message
 
 
-def to_chat_messages(system: list[TextBlock], messages: list[Message]) -> list[dict[str, Any]]:
-    """The request's `messages` for Chat Completions."""
+def to_chat_messages(
+    system: list[TextBlock], messages: list[Message], *, tool_images: bool = True
+) -> list[dict[str, Any]]:
+    """The request's `messages` for Chat Completions; `tool_images=False` leaves out the
+    images of tool results (a note says so)."""
     out: list[dict[str, Any]] = []
     prompt = "\n\n".join(b["text"] for b in system if b["text"])
     if prompt:
@@ -134,7 +154,7 @@ def to_chat_messages(system: list[TextBlock], messages: list[Message]) -> list[d
             if translated is not None:
                 out.append(translated)
         else:
-            out.extend(_user_messages(message["content"]))
+            out.extend(_user_messages(message["content"], tool_images))
     return out
 
 

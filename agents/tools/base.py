@@ -23,9 +23,12 @@ class ToolError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
+    """What a tool returns: text, and images the model should see with it (checked against
+    `agents.tool_images` limits by whoever builds them, e.g. the MCP result mapping)."""
+
     content: str
     is_error: bool = False
-    images: tuple[ImageBlock, ...] = ()  # shown to the model with the text (MCP results)
+    images: tuple[ImageBlock, ...] = ()
 
 
 @dataclass(slots=True)

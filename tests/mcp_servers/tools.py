@@ -1,5 +1,5 @@
-"""The tools both test servers offer: plain text, an error, images, structured content, a
-crash mid-call, a call that never answers, and a tool list that changes at run time."""
+"""The tools both test servers offer: plain text, an error, images (a tiny PNG, one over the
+5 MB cap, a TIFF, audio), structured content, a crash mid-call, a call that never answers, and a tool list that changes at run time."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.mcpserver.utilities.types import Image
+from mcp.server.mcpserver.utilities.types import Audio, Image
 
 # A 1x1 PNG.
 PIXEL = bytes.fromhex(
@@ -39,6 +39,15 @@ def build_server(name: str) -> MCPServer:
     def picture() -> list[object]:
         """A caption and a tiny image."""
         return ["a red pixel", Image(data=PIXEL, format="png")]
+
+    @server.tool(structured_output=False)
+    def oversized() -> list[object]:
+        """An image over the 5 MB cap, a TIFF and a sound: notes, not images."""
+        return [
+            Image(data=PIXEL + bytes(5_000_001), format="png"),
+            Image(data=PIXEL, format="tiff"),
+            Audio(data=b"RIFF0000WAVE", format="wav"),
+        ]
 
     @server.tool()
     def weather(city: str) -> dict[str, object]:
