@@ -3,10 +3,11 @@
 `Gateway.on_message` is the handler every channel calls. It writes the message to the
 inbox first (a redelivered platform id is dropped there), checks access, answers commands
 without the model, and admits the rest into the session's `Lane`, starting turns as tasks.
-A global semaphore (`max_concurrent_runs`) bounds the whole daemon and hands out slots
-first come, first served. When a turn ends its inbox rows are closed and the lane starts
-what waits. On start, `recover()` re-runs inbox rows left open by a crash (within
-`recovery_window`) and tells senders of older ones to resend.
+A global semaphore (`max_concurrent_runs`) hands out model-run slots first come, first
+served; a turn gives its slot back when its agent loop ends, before its answer is saved and
+sent. When a turn ends its inbox rows are closed and the lane starts what waits. On start,
+`recover()` re-runs inbox rows left open by a crash (within `recovery_window`) and tells
+senders of older ones to resend.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from bot.commands import Commands, LaneInfo, parse_command, unknown_command_repl
 from bot.config import Config
 from bot.group_context import GroupContext
 from bot.inbox_payload import inbound_from_payload, inbound_to_payload
-from bot.lanes import Admission, Lane, LaneTable, Pending, QueueMode, Turn
+from bot.lanes import Admission, Lane, LaneTable, Pending, QueueMode, Turn, once
 from bot.sessions import SessionKey
 from bot.store import Store
 from bot.turns import SessionState, TurnOutcome, TurnRunner
@@ -216,10 +217,11 @@ class Gateway:
                 status = "skipped"
                 await self.session_slots.give_back(held)
                 return None
+            turn.release_slot = once(self.slots.release)
             try:
                 return await self.runner.run(key, turn, chat, mode)
             finally:
-                self.slots.release()
+                turn.release_slot()
                 await self.session_slots.give_back(held)
         except Exception:
             status = "failed"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -46,6 +47,23 @@ class Turn:
     steer: SteerInbox = field(default_factory=SteerInbox)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     steered: list[Pending] = field(default_factory=list)
+    # Hands back the daemon-wide run slot (`max_concurrent_runs`) once the agent loop is
+    # done, so saving and delivering the answer never keep the next turn from its model
+    # call. Set by the gateway; calling it twice is harmless.
+    release_slot: Callable[[], None] = field(default=lambda: None)
+
+
+def once(release: Callable[[], None]) -> Callable[[], None]:
+    """`release`, callable any number of times but run only the first."""
+    done = False
+
+    def call() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            release()
+
+    return call
 
 
 @dataclass(frozen=True, slots=True)

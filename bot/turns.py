@@ -191,7 +191,10 @@ class TurnRunner:
                 await stack.enter_async_context(channel.typing(chat))
                 reply = TurnReply(channel, chat)
                 stack.callback(reply.close)
-            result = await self.loop.run(request, reply.on_event if reply else None)
+            try:
+                result = await self.loop.run(request, reply.on_event if reply else None)
+            finally:
+                turn.release_slot()  # the model work is over: the next turn may start it
             await self.store.save_run(
                 session.id,
                 str(key),

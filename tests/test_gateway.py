@@ -103,6 +103,31 @@ async def test_group_runs_three_at_once_then_the_rest(tmp_path: Path, fake: Fake
     assert len(fake.requests) == 5
 
 
+async def test_the_run_cap_bounds_model_work_not_delivery(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    # One run slot: the second chat waits for the first chat's model call, but not for its
+    # answer to be delivered (a slow platform must not hold the model slot).
+    gate = gated(fake)
+    chan = MemoryChannel("telegram")
+    chan.hold = asyncio.Event()
+    overrides = {**OPEN_DMS, "agent.max_concurrent_runs": 1}
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, overrides) as daemon:
+        await chan.say("one", chat_id="u1")
+        await chan.say("two", chat_id="u2")
+        await fake.wait_requests(1)
+        await asyncio.sleep(0)  # let any (wrong) second run reach the server
+        assert fake.in_flight == 1
+        gate.set()
+        await fake.wait_requests(2)  # while "one"'s answer is still held by the platform
+        assert chan.sent == []
+        chan.hold.set()
+        await chan.wait_sent(2)
+        await settle(daemon)
+    assert fake.max_in_flight == 1
+    assert sorted(chan.texts()) == ["echo: one", "echo: two"]
+
+
 async def test_stop_cancels_the_oldest_run_and_keeps_the_queue(
     tmp_path: Path, fake: FakeAnthropic
 ) -> None:

@@ -44,6 +44,7 @@ class MemoryChannel:
     typing_active: int = 0
     typing_started: int = 0
     previews: list[str] = field(default_factory=list)
+    hold: asyncio.Event | None = None  # when set here, every send waits for it (a slow platform)
     _handler: InboundHandler | None = None
     _changed: asyncio.Condition | None = None
 
@@ -62,6 +63,8 @@ class MemoryChannel:
         return ChannelStatus(self.name, self._handler is not None, "memory")
 
     async def send(self, out: Outbound) -> None:
+        if self.hold is not None:
+            await self.hold.wait()
         self.sent.append(Sent(out.chat, out.text))
         async with self._cond():
             self._cond().notify_all()
