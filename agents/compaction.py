@@ -29,6 +29,7 @@ from agents.model import (
     text_of,
     tool_result_text,
 )
+from agents.surrogates import fix_text
 from agents.tools.base import ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -196,7 +197,7 @@ class Compactor:
         except TimeoutError as exc:
             raise ModelError("summarising the conversation timed out") from exc
         usage.add(response.usage)
-        summary = text_of(response.content).strip()
+        summary = fix_text(text_of(response.content)).strip()
         if not summary:
             raise ModelError("the model returned an empty summary")
         return summary

@@ -39,6 +39,7 @@ from agents.model import (
     text_of,
     tool_result_block,
 )
+from agents.surrogates import fix_data, fix_text
 from agents.tool_images import without_tool_images
 from agents.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 
@@ -171,6 +172,7 @@ class AgentLoop:
 
         async def on_text(delta: str) -> None:
             nonlocal streamed
+            delta = fix_text(delta)
             partial.append(delta)
             streamed = True
             await send(TextDelta(delta))
@@ -208,7 +210,8 @@ class AgentLoop:
                 log.info("model %s answered instead of %s", response.model, model)
                 model = response.model
             context_tokens = response.usage.context_tokens + response.usage.output_tokens
-            content = [b for b in response.content if not _empty_text(b)]
+            # A lone surrogate from the model would make this history unsendable: U+FFFD.
+            content = [fix_data(b) for b in response.content if not _empty_text(b)]
             final_text = text_of(content)
             tool_uses = [b for b in content if b["type"] == "tool_use"]
             await send(ModelCallFinished(iteration, final_text, len(tool_uses)))
@@ -238,7 +241,7 @@ class AgentLoop:
             started = time.monotonic()
             outcome = await self._run_tool(name, args, request)
             await send(ToolFinished(call_id, name, outcome.is_error, time.monotonic() - started))
-            content = self._cap(name, outcome.content) or "(empty)"
+            content = fix_text(self._cap(name, outcome.content)) or "(empty)"
             return tool_result_block(call_id, content, outcome.is_error, outcome.images)
 
         if len(calls) == 1:

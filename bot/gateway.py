@@ -26,7 +26,7 @@ from bot.claims import SessionSlots
 from bot.commands import Commands, LaneInfo, parse_command, unknown_command_reply
 from bot.config import Config
 from bot.group_context import GroupContext
-from bot.inbox_payload import inbound_from_payload, inbound_to_payload
+from bot.inbox_payload import inbound_from_payload, inbound_to_payload, well_formed
 from bot.lanes import Admission, Lane, LaneTable, Pending, QueueMode, Turn, once
 from bot.sessions import SessionKey
 from bot.store import Store
@@ -79,6 +79,7 @@ class Gateway:
     # -- intake -------------------------------------------------------------------------
 
     async def on_message(self, inbound: Inbound) -> None:
+        inbound = well_formed(inbound)
         key = SessionKey.for_chat(self.config.agent.id, inbound.chat)
         inbox_id = await self.store.inbox_add(
             inbound.chat.channel,

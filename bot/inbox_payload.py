@@ -3,19 +3,60 @@
 The gateway writes every message to the inbox before anything else, so a crash or a
 take-over by another instance can re-run it; these two functions are that row's format.
 Images travel base64-encoded; an unreadable payload is logged and skipped, never raised.
+`well_formed` replaces lone UTF-16 surrogates (valid in a platform's JSON escapes, refused by
+every database and model API) before anything is stored.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
 import time
 from typing import Any
 
+from agents.surrogates import fix_text, has_surrogates
 from bot.media import attachments_from_payload, attachments_to_payload
 from channels.base import ChatRef, Image, Inbound
 
 log = logging.getLogger(__name__)
+
+
+def well_formed(inbound: Inbound) -> Inbound:
+    """`inbound` with each lone surrogate in its strings replaced by U+FFFD (the same object
+    when there is none, the usual case)."""
+    chat = inbound.chat
+    strings = [
+        inbound.text,
+        inbound.sender_id,
+        inbound.sender_name,
+        inbound.message_id,
+        chat.account,
+        chat.chat_id,
+        chat.thread_id or "",
+        chat.reply_to or "",
+        *(a.name for a in inbound.attachments),
+    ]
+    if not has_surrogates("".join(strings)):
+        return inbound
+    chat = dataclasses.replace(
+        chat,
+        account=fix_text(chat.account),
+        chat_id=fix_text(chat.chat_id),
+        thread_id=fix_text(chat.thread_id) if chat.thread_id else chat.thread_id,
+        reply_to=fix_text(chat.reply_to) if chat.reply_to else chat.reply_to,
+    )
+    return dataclasses.replace(
+        inbound,
+        chat=chat,
+        text=fix_text(inbound.text),
+        sender_id=fix_text(inbound.sender_id),
+        sender_name=fix_text(inbound.sender_name),
+        message_id=fix_text(inbound.message_id),
+        attachments=tuple(
+            dataclasses.replace(a, name=fix_text(a.name)) for a in inbound.attachments
+        ),
+    )
 
 
 def inbound_to_payload(inbound: Inbound) -> dict[str, Any]:
