@@ -13,7 +13,7 @@ import asyncio
 import importlib
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from agents.model import (
     Block,
@@ -24,6 +24,7 @@ from agents.model import (
     Usage,
 )
 from agents.pricing import Price, cost_usd
+from agents.providers.anthropic_body import BodyEncoder
 from agents.providers.retry import (
     BrokenAfterText,
     Failure,
@@ -147,6 +148,7 @@ class AnthropicClient:
             sleep=sleep,
         )
         self._client: AsyncAnthropic | None = None
+        self._body = BodyEncoder()
 
     def __repr__(self) -> str:  # never show the key
         return f"AnthropicClient(name={self.name!r}, base_url={self._base_url!r})"
@@ -215,21 +217,23 @@ class AnthropicClient:
     async def _stream_once(
         self, request: ModelRequest, on_text: TextCallback | None
     ) -> ModelResponse:
-        kwargs: dict[str, Any] = {
-            "model": request.model,
-            "messages": request.messages,
-            "max_tokens": request.max_tokens,
-        }
-        if request.system:
-            kwargs["system"] = request.system
-        if request.tools:
-            kwargs["tools"] = request.tools
-        if request.temperature is not None:  # not a named parameter in SDK 2.x
-            kwargs["extra_body"] = {"temperature": request.temperature}
         sent_text = False
         try:
             sdk = self._client or await self._sdk_off_loop()
-            async with sdk.messages.stream(**kwargs) as stream:
+            from anthropic import AsyncStream
+            from anthropic.lib.streaming import AsyncMessageStreamManager
+            from anthropic.types import Message, RawMessageStreamEvent
+
+            # What `sdk.messages.stream(...)` sends, with a body we encoded (anthropic_body).
+            api_request = sdk.post(
+                "/v1/messages",
+                cast_to=Message,
+                content=self._body.encode(request),
+                options={"headers": {"X-Stainless-Helper-Method": "stream"}},
+                stream=True,
+                stream_cls=AsyncStream[RawMessageStreamEvent],
+            )
+            async with AsyncMessageStreamManager(api_request) as stream:
                 async for event in stream:
                     if event.type == "text" and event.text and on_text is not None:
                         sent_text = True

@@ -1,0 +1,93 @@
+"""The Messages API body Perch encodes itself (instead of the SDK's Python tree copy): the
+same JSON the SDK would send, stable parts reused only while they are the same objects."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agents.model import Message, ModelRequest
+from agents.providers.anthropic_body import BodyEncoder
+from agents.surrogates import fix_data
+
+PERSONA = "You are Perch. " * 100  # long enough to be kept by identity
+TOOLS: list[dict[str, Any]] = [
+    {"name": "read", "description": "Read a file", "input_schema": {"type": "object"}},
+]
+
+
+def expected(request: ModelRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "stream": True,
+        "messages": request.messages,
+    }
+    if request.system:
+        body["system"] = request.system
+    if request.tools:
+        body["tools"] = request.tools
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    return body
+
+
+def request(**kwargs: Any) -> ModelRequest:
+    system = [
+        {"type": "text", "text": PERSONA, "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "Now: Tuesday"},
+    ]
+    messages: list[Message] = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    fields: dict[str, Any] = {
+        "model": "claude-test",
+        "system": system,
+        "messages": messages,
+        "tools": TOOLS,
+        "max_tokens": 100,
+        **kwargs,
+    }
+    return ModelRequest(**fields)
+
+
+def test_the_body_is_the_request_as_json() -> None:
+    encoder = BodyEncoder()
+    for req in (
+        request(),
+        request(temperature=0.5),
+        request(system=[], tools=[]),
+        request(system=[{"type": "text", "text": PERSONA}]),  # a long block without extras
+    ):
+        assert json.loads(encoder.encode(req)) == expected(req)
+
+
+def test_stable_parts_are_reused_only_while_they_are_the_same_objects() -> None:
+    encoder = BodyEncoder()
+    first = encoder.encode(request())
+    assert encoder.encode(request()) == first
+    tools = [*TOOLS, {"name": "write", "description": "Write", "input_schema": {}}]
+    persona = PERSONA + "More."
+    changed = request(
+        tools=tools, system=[{"type": "text", "text": persona, "cache_control": {"x": 1}}]
+    )
+    body = json.loads(encoder.encode(changed))
+    assert [t["name"] for t in body["tools"]] == ["read", "write"]
+    assert body["system"] == [{"type": "text", "text": persona, "cache_control": {"x": 1}}]
+
+
+TEXT = st.text(st.characters(exclude_categories=()), max_size=30)  # surrogates included
+
+
+@given(st.lists(TEXT, min_size=1, max_size=4), TEXT)
+def test_any_text_encodes_and_lone_surrogates_become_replacement_characters(
+    texts: list[str], system_text: str
+) -> None:
+    messages: list[Message] = [
+        {"role": "user", "content": [{"type": "text", "text": t} for t in texts]}
+    ]
+    req = request(messages=messages, system=[{"type": "text", "text": system_text}])
+    body = json.loads(BodyEncoder().encode(req))
+    assert body["messages"] == fix_data(messages)
+    assert body["system"] == fix_data(req.system)
