@@ -22,7 +22,7 @@ from typing import Any
 
 from bench.bare import BareBot
 from bench.harness import telegram_daemon, wait_idle
-from bench.profiling import where_time_went
+from bench.profiling import difference, tally, where_time_went
 from bench.report import Report, parser, percentile
 from bench.wire import Wire, pin_apart, use_loopback
 
@@ -79,14 +79,18 @@ async def measure(
     return measured
 
 
-async def profile_perch(wire: Wire, idle: Wait, label: str, turns: int, users: int) -> None:
+async def profile_perch(
+    wire: Wire, idle: Wait, label: str, turns: int, users: int
+) -> cProfile.Profile:
     profiler = cProfile.Profile()
     profiler.enable()
     await run_turns(wire, idle, turns, users)
     profiler.disable()
+    profiler.dump_stats(f"/tmp/{label.replace(' ', '_').replace(',', '').replace(':', '')}.prof")
     await wire.call("turns")
     print(f"  cProfile of {turns} more turns, {label}:")
     print(where_time_went(profiler, turns), flush=True)
+    return profiler
 
 
 def _per_turn(before: dict[str, Any], after: dict[str, Any], turns: int) -> str:
@@ -104,6 +108,7 @@ async def main_async(turns: int, users: int, warmup: int, streaming: str, profil
         await wire.call("model", delay=0.0)
         driver = await measure_driver(wire)
         perch_p50: dict[str, float] = {}
+        profiles: dict[str, cProfile.Profile] = {}
         for mode in ["partial", "off"] if streaming == "both" else [streaming]:
             label = f"Perch, streaming {mode}"
             async with telegram_daemon(wire, streaming=mode) as daemon:
@@ -111,12 +116,16 @@ async def main_async(turns: int, users: int, warmup: int, streaming: str, profil
                 measured = await measure(wire, report, label, idle, turns, users, warmup)
                 perch_p50[mode] = percentile([t["to_send_ms"] for t in measured], 50)
                 if profile:
-                    await profile_perch(wire, idle, label, turns, users)
+                    profiles[mode] = await profile_perch(wire, idle, label, turns, users)
         async with BareBot(wire) as bare:
-            measured = await measure(
-                wire, report, "floor: PTB + SDK, no Perch", bare.wait_idle, turns, users, warmup
-            )
+            label = "floor: PTB + SDK, no Perch"
+            measured = await measure(wire, report, label, bare.wait_idle, turns, users, warmup)
             floor = percentile([t["to_send_ms"] for t in measured], 50)
+            if profile:
+                bare_profile = await profile_perch(wire, bare.wait_idle, label, turns, users)
+                for mode, perch in profiles.items():
+                    print(f"  Perch, streaming {mode}:")
+                    print(difference(tally(perch)[0], tally(bare_profile)[0], turns), flush=True)
         for mode, p50 in perch_p50.items():
             report.add(f"Perch's own share of the p50 (streaming {mode})", p50 - floor, "ms")
         report.note(

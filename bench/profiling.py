@@ -48,7 +48,8 @@ def _group(filename: str) -> str:
     return "other Python"
 
 
-def where_time_went(profile: cProfile.Profile, turns: int, top: int = 20) -> str:
+def tally(profile: cProfile.Profile) -> tuple[Counter[str], Counter[str], float, float]:
+    """Own time by package and by function, the total, and the idle time in epoll."""
     stats = pstats.Stats(profile)
     raw = stats.stats  # type: ignore[attr-defined]
     by_group: Counter[str] = Counter()
@@ -63,6 +64,23 @@ def where_time_went(profile: cProfile.Profile, turns: int, top: int = 20) -> str
         short = filename.split("site-packages/")[-1].split("/main/")[-1]
         by_function[f"{short}:{line}({name})"] += tottime
         total += tottime
+    return by_group, by_function, total, idle
+
+
+def difference(perch: Counter[str], floor: Counter[str], turns: int, top: int = 12) -> str:
+    """Perch's own time minus the floor's, by package (ms per turn), largest first."""
+    keys = set(perch) | set(floor)
+    diff = sorted(((perch[k] - floor[k], k) for k in keys), reverse=True)
+    lines = ["  Perch minus the floor, own time by package (ms per turn, cProfile-inflated):"]
+    for seconds, label in diff[:top]:
+        lines.append(f"    {label:<48} {seconds / turns * 1000:+7.3f}")
+    extra = sum(perch.values()) - sum(floor.values())
+    lines.append(f"    {'all':<48} {extra / turns * 1000:+7.3f}")
+    return "\n".join(lines)
+
+
+def where_time_went(profile: cProfile.Profile, turns: int, top: int = 20) -> str:
+    by_group, by_function, total, idle = tally(profile)
     lines = [
         f"  profiled time on the event loop thread: {total / turns * 1000:.2f} ms per turn "
         f"(cProfile inflates it), plus {idle / turns * 1000:.2f} ms idle in epoll"

@@ -1,15 +1,20 @@
-"""The Messages API body Perch encodes itself (instead of the SDK's Python tree copy): the
-same JSON the SDK would send, stable parts reused only while they are the same objects."""
+"""The Anthropic request path's per-call cost: the Messages API body Perch encodes itself
+(instead of the SDK's Python tree copy) is the same JSON the SDK would send, stable parts
+reused only while they are the same objects; the SDK's stream accumulator finds its generic
+message class cached instead of building it again after each garbage collection."""
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from agents.model import Message, ModelRequest
+from agents.providers.anthropic import AnthropicClient
 from agents.providers.anthropic_body import BodyEncoder
 from agents.surrogates import fix_data
 
@@ -91,3 +96,17 @@ def test_any_text_encodes_and_lone_surrogates_become_replacement_characters(
     body = json.loads(BodyEncoder().encode(req))
     assert body["messages"] == fix_data(messages)
     assert body["system"] == fix_data(req.system)
+
+
+async def test_the_sdk_stream_message_class_survives_garbage_collection() -> None:
+    from anthropic.lib.streaming import AsyncMessageStream
+    from anthropic.types import ParsedMessage
+
+    client = AnthropicClient("sk-test", "http://127.0.0.1:9")
+    await client.warm()  # loads the SDK as the daemon does after READY
+    (format_t,) = AsyncMessageStream.__parameters__
+    generic: Any = ParsedMessage
+    built = weakref.ref(generic[format_t])  # what the SDK builds for each streamed response
+    gc.collect()
+    assert built() is not None and generic[format_t] is built()
+    await client.aclose()
