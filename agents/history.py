@@ -41,6 +41,7 @@ Messages = Sequence[Mapping[str, Any]]
 
 CHARS_PER_TOKEN = 4
 IMAGE_TOKENS = 1600
+SOFT_RATIO = 0.3  # share of the context window above which old tool results are trimmed
 CLEARED_TOOL_RESULT = "[Old tool result content cleared]"
 MISSING_TOOL_RESULT = "[Tool result missing -- session was compacted]"
 
@@ -116,12 +117,17 @@ def user_turn_starts(messages: Messages) -> list[int]:
 
 def limit_turns(messages: Messages, max_turns: int) -> list[model.Message]:
     """Keep the last `max_turns` user turns and everything after the first of them."""
-    copied = _copy_messages(messages)
+    return _typed(_copy_messages(_last_turns(messages, max_turns)))
+
+
+def _last_turns(messages: Messages, max_turns: int) -> list[Message]:
+    """`limit_turns` without copying: the kept messages themselves."""
+    kept = [m for m in messages if isinstance(m, dict)]
     if max_turns <= 0:
-        return _typed(copied)
-    turn_starts = [i for i, m in enumerate(copied) if _is_user_turn(m)]
+        return kept
+    turn_starts = [i for i, m in enumerate(kept) if _is_user_turn(m)]
     start = turn_starts[-max_turns] if len(turn_starts) > max_turns else 0
-    return _typed(copied[start:])
+    return kept[start:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,7 +202,7 @@ def prune_tool_results(
     messages: Messages,
     context_window_tokens: int,
     *,
-    soft_ratio: float = 0.3,
+    soft_ratio: float = SOFT_RATIO,
     hard_ratio: float = 0.5,
     keep_last_assistants: int = 3,
     soft_trim_over: int = 4000,
@@ -383,5 +389,12 @@ def prepare_history(
 ) -> list[model.Message]:
     """Limit turns, prune tool results (with `prune_tool_results`' defaults), repair pairing:
     the history to send to the model."""
-    limited = limit_turns(messages, max_turns)
-    return repair_tool_pairing(prune_tool_results(limited, context_window_tokens))
+    limited = _last_turns(messages, max_turns)
+    # The usual history is far under the pruning threshold: then nothing is copied before the
+    # repair stage, which builds new dicts anyway (the inputs are still never mutated).
+    if context_window_tokens > 0 and limited:
+        chars, images = _chars_and_images(limited)
+        tokens = -(-chars // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
+        if tokens / context_window_tokens >= SOFT_RATIO:
+            return repair_tool_pairing(prune_tool_results(limited, context_window_tokens))
+    return repair_tool_pairing(limited)

@@ -401,6 +401,16 @@ def test_prepare_history_always_yields_a_valid_history(
     assert validate_history(prepared) == []
 
 
+@given(_messages, st.integers(0, 4), st.integers(1, 2000))
+def test_prepare_history_is_the_three_stages_and_never_mutates_its_input(
+    messages: list[Message], max_turns: int, window: int
+) -> None:
+    before = copy.deepcopy(messages)
+    staged = repair_tool_pairing(prune_tool_results(limit_turns(messages, max_turns), window))
+    assert prepare_history(messages, max_turns=max_turns, context_window_tokens=window) == staged
+    assert messages == before
+
+
 def test_prepare_history_limits_prunes_and_repairs() -> None:
     history = [
         assistant("stray"),
