@@ -1,7 +1,9 @@
-"""Lone UTF-16 surrogates: legal in a JSON escape ("\\ud800"), refused by every database,
-every model API and UTF-8 itself. A platform's update or a model's stream can carry one; it
-is replaced by U+FFFD where text enters Perch, so one hostile character can neither fail a
-turn nor leave a history that no later request can encode.
+"""Characters a JSON escape can carry that the stores and model APIs refuse.
+
+A lone UTF-16 surrogate ("\\ud800") is refused by UTF-8 itself, so by every database and
+model API; NUL ("\\u0000") by PostgreSQL's text columns. A platform's update or a model's
+stream can carry either; each is replaced by U+FFFD where text enters Perch, so one hostile
+character can neither fail a turn nor leave a history or summary that cannot be stored or sent.
 """
 
 from __future__ import annotations
@@ -9,18 +11,19 @@ from __future__ import annotations
 import re
 from typing import Any, TypeVar
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = re.compile("[\x00\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 
 T = TypeVar("T")
 
 
-def has_surrogates(text: str) -> bool:
+def needs_fixing(text: str) -> bool:
     return _SURROGATE.search(text) is not None
 
 
 def fix_text(text: str) -> str:
-    """`text` with each lone surrogate replaced by U+FFFD (`text` itself when it has none)."""
+    """`text` with each lone surrogate and NUL replaced by U+FFFD (`text` itself when it has
+    none)."""
     return _SURROGATE.sub(REPLACEMENT, text) if _SURROGATE.search(text) else text
 
 

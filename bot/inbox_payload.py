@@ -3,8 +3,8 @@
 The gateway writes every message to the inbox before anything else, so a crash or a
 take-over by another instance can re-run it; these two functions are that row's format.
 Images travel base64-encoded; an unreadable payload is logged and skipped, never raised.
-`well_formed` replaces lone UTF-16 surrogates (valid in a platform's JSON escapes, refused by
-every database and model API) before anything is stored.
+`well_formed` replaces lone UTF-16 surrogates and NUL (valid in a platform's JSON escapes,
+refused by the databases or model APIs) before anything is stored.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Any
 
-from agents.surrogates import fix_text, has_surrogates
+from agents.surrogates import fix_text, needs_fixing
 from bot.media import attachments_from_payload, attachments_to_payload
 from channels.base import ChatRef, Image, Inbound
 
@@ -23,8 +23,8 @@ log = logging.getLogger(__name__)
 
 
 def well_formed(inbound: Inbound) -> Inbound:
-    """`inbound` with each lone surrogate in its strings replaced by U+FFFD (the same object
-    when there is none, the usual case)."""
+    """`inbound` with each lone surrogate and NUL in its strings replaced by U+FFFD (the same
+    object when there is none, the usual case)."""
     chat = inbound.chat
     strings = [
         inbound.text,
@@ -37,7 +37,7 @@ def well_formed(inbound: Inbound) -> Inbound:
         chat.reply_to or "",
         *(a.name for a in inbound.attachments),
     ]
-    if not has_surrogates("".join(strings)):
+    if not needs_fixing("".join(strings)):
         return inbound
     chat = dataclasses.replace(
         chat,

@@ -847,3 +847,16 @@ async def test_a_save_that_fails_leaves_nothing_and_the_store_keeps_working(stor
     await store.save_run(session.id, session.key, [user("kept")], usage=USAGE)
     assert await store.messages(session.id) == [user("kept")]
     assert (await store.session(session.key)).input_tokens == USAGE.input_tokens
+
+
+async def test_nul_characters_are_stored_and_read_back(store: Store) -> None:
+    # "\u0000" is valid JSON a platform or a model may send; PostgreSQL's text refuses it.
+    payload = {"text": "a\x00b", "sender_name": "x\x00"}
+    row_id = await store.inbox_add("telegram", "bot", "c1", "m1", payload, "k")
+    assert row_id is not None
+    [row] = await store.inbox_pending()
+    assert row.payload == payload
+    session = await store.session("agent:main:nul")
+    message = {"role": "user", "content": [{"type": "text", "text": "nul \x00 here"}]}
+    await store.save_run(session.id, "agent:main:nul", [message], usage=Usage(), run_id="r1")
+    assert await store.messages(session.id) == [message]

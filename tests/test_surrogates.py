@@ -1,5 +1,6 @@
-"""Lone UTF-16 surrogates ("\\ud800" in a JSON escape) from a platform or from the model:
-the message is answered, the reply is sent, and the session's history stays sendable."""
+"""Lone UTF-16 surrogates ("\\ud800" in a JSON escape) and NUL from a platform or from the
+model: the message is answered, the reply is sent, and the session's history stays sendable
+(and storable in PostgreSQL, whose text refuses NUL)."""
 
 from __future__ import annotations
 
@@ -34,14 +35,14 @@ def test_fixed_text_is_utf8_of_the_same_length(text: str) -> None:
     fixed.encode("utf-8")
     assert len(fixed) == len(text)
     assert all(
-        a == b or (b == REPLACEMENT and 0xD800 <= ord(a) <= 0xDFFF)
+        a == b or (b == REPLACEMENT and (a == "\x00" or 0xD800 <= ord(a) <= 0xDFFF))
         for a, b in zip(text, fixed, strict=True)
     )
 
 
 @given(st.text(max_size=40))
-def test_text_without_surrogates_is_returned_as_is(text: str) -> None:
-    assert fix_text(text) is text
+def test_text_without_surrogates_or_nul_is_returned_as_is(text: str) -> None:
+    assert fix_text(text) is text or "\x00" in text
 
 
 @given(JSON_LIKE)
@@ -69,9 +70,9 @@ async def test_lone_surrogates_from_telegram_and_from_the_model(
         daemon = Daemon(config)
         await daemon.start()
         try:
-            tg.dm("hi \ud800 there", user_id=42)  # sent as a \ud800 escape, as JSON allows
+            tg.dm("hi \ud800 there\x00", user_id=42)  # sent as a \ud800 escape, as JSON allows
             await tg.wait_for("sendMessage", 1, timeout=10)
-            assert tg.texts()[-1] == f"echo: hi {REPLACEMENT} there"
+            assert tg.texts()[-1] == f"echo: hi {REPLACEMENT} there{REPLACEMENT}"
 
             model.queue(Reply.text("a broken \udfff reply"))
             tg.dm("second", user_id=42)
@@ -83,7 +84,10 @@ async def test_lone_surrogates_from_telegram_and_from_the_model(
             assert tg.texts()[-1] == "echo: third"
             assert last_user_text(model.requests[-1]) == "third"
             sent = str(model.requests[-1]["messages"])
-            assert f"hi {REPLACEMENT} there" in sent and f"a broken {REPLACEMENT} reply" in sent
+            assert (
+                f"hi {REPLACEMENT} there{REPLACEMENT}" in sent
+                and f"a broken {REPLACEMENT} reply" in sent
+            )
             assert daemon.store is not None
             (session,) = await daemon.store.list_sessions()
             assert len(await daemon.store.messages(session.id)) == 6  # three turns, all saved
