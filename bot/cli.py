@@ -163,7 +163,15 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    for arg in given:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:  # bytes that are not UTF-8, decoded with surrogateescape
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            print(f"perch: argument {shown!r} is not valid UTF-8 text", file=sys.stderr)
+            return 2  # argparse's code for a bad command line
+    args = parser.parse_args(given)
     try:
         return int(args.func(args))
     except ConfigError as exc:

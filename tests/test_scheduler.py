@@ -345,6 +345,10 @@ def test_cli_adds_lists_and_removes_jobs_without_a_daemon(
         perch(["cron", "add", "--every", "5m", "-m", "x", "--to", "fax:1", "--config", config]) == 2
     )
     assert "unknown or disabled channel 'fax'" in capsys.readouterr().err
+    # Bytes that are not UTF-8 (argv decoded with surrogateescape): a plain error, no job.
+    bad = b"ping \xff".decode("utf-8", "surrogateescape")
+    assert perch(["cron", "add", "--every", "5m", "-m", bad, "--config", config]) == 2
+    assert "'ping \ufffd' is not valid UTF-8 text" in capsys.readouterr().err
 
     assert perch(["cron", "rm", job_id, "--config", config]) == 0
     assert perch(["cron", "rm", job_id, "--config", config]) == 1
