@@ -55,6 +55,7 @@ async def telegram_daemon(
         with log_to_devnull(config, [wire.token, "test-key"]), pacing:
             daemon = Daemon(config)
             await daemon.start()
+            daemon.freeze_startup_objects()  # as `perch run` does (Daemon.run)
             try:
                 up = daemon.channels["telegram"].status()
                 if not up.up:

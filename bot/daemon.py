@@ -234,17 +234,21 @@ class Daemon:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self._on_signal)
         await self.start()
-        # What start-up built lives as long as the process: keep the collector off it
-        # (a full collection otherwise walks it all, ~80 ms every few hundred turns).
-        gc.freeze()
-        if self._warm_task is not None:  # and the model SDK once loaded (58 ms a collection)
-            self._warm_task.add_done_callback(lambda _: gc.freeze())
+        self.freeze_startup_objects()
         watchdog = asyncio.create_task(_watchdog())
         try:
             await self.stopping.wait()
         finally:
             watchdog.cancel()
             await self.stop()
+
+    def freeze_startup_objects(self) -> None:
+        """What start-up built lives as long as the process: keep the collector off it (a full
+        collection otherwise walks it all, ~80 ms every few hundred turns); again once the
+        model SDK is loaded (58 ms a collection). For a process that runs one daemon."""
+        gc.freeze()
+        if self._warm_task is not None:
+            self._warm_task.add_done_callback(lambda _: gc.freeze())
 
     async def stop(self) -> None:
         """Shut down (see the module docstring); calling it again does nothing."""
