@@ -116,6 +116,12 @@ class Store(Protocol):
         """The last `limit` messages, oldest first, and how many the session holds in all
         (one read: a turn loads what its turn limit can use, not the whole session)."""
 
+    async def session_with_recent(
+        self, key: str, limit: int
+    ) -> tuple[SessionRow, list[Message], int]:
+        """`session(key)` with `recent_messages` of it, in one read when the session exists
+        (the turn's reads before its model call)."""
+
     async def save_run(
         self,
         session_id: str,

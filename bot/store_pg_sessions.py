@@ -37,6 +37,13 @@ def _usage_params(usage: Usage) -> tuple[Any, ...]:
     )
 
 
+_RECENT = (  # a session's last N messages, oldest first, each with the session's total
+    "SELECT role, content, (SELECT count(*) FROM messages WHERE session_id = $1) "
+    "FROM (SELECT id, role, content FROM messages WHERE session_id = $1 "
+    "ORDER BY id DESC LIMIT $2) AS tail ORDER BY id"
+)
+
+
 class PostgresSessions(PostgresBase):
     async def session(self, key: str) -> SessionRow:
         row = await self._fetch_session(key)
@@ -86,16 +93,29 @@ class PostgresSessions(PostgresBase):
         return [decode_message(r[0], r[1]) for r in rows]
 
     async def recent_messages(self, session_id: str, limit: int) -> tuple[list[Message], int]:
-        rows = await self._pool.fetch(
-            "SELECT role, content, (SELECT count(*) FROM messages WHERE session_id = $1) "
-            "FROM (SELECT id, role, content FROM messages WHERE session_id = $1 "
-            "ORDER BY id DESC LIMIT $2) AS tail ORDER BY id",
-            session_id,
-            max(limit, 0),
-        )
+        rows = await self._pool.fetch(_RECENT, session_id, max(limit, 0))
+        return await self._recent(session_id, limit, rows)
+
+    async def _recent(
+        self, session_id: str, limit: int, rows: list[Any]
+    ) -> tuple[list[Message], int]:
         if not rows:
             return [], await self.count_messages(session_id) if limit <= 0 else 0
         return [decode_message(r[0], r[1]) for r in rows], int(rows[0][2])
+
+    async def session_with_recent(
+        self, key: str, limit: int
+    ) -> tuple[SessionRow, list[Message], int]:
+        async with self._pool.acquire() as conn:  # one connection for both reads
+            row = await conn.fetchrow(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE key = $1 AND NOT archived", key
+            )
+            rows = [] if row is None else await conn.fetch(_RECENT, row[0], max(limit, 0))
+        if row is None:  # first use: create it, then read as usual
+            session = await self.session(key)
+            return (session, *await self.recent_messages(session.id, limit))
+        session = SessionRow(*row)
+        return (session, *await self._recent(session.id, limit, rows))
 
     async def messages_with_ids(self, session_id: str) -> list[tuple[int, Message]]:
         rows = await self._pool.fetch(

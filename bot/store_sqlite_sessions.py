@@ -10,6 +10,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterable
+from typing import Any
 
 from agents.model import Message, Usage
 from bot.store import SessionRow, decode_message, encode_message
@@ -20,6 +21,11 @@ _SESSION_COLUMNS = (
     "cache_write_tokens, cost_usd, context_tokens, origin, created_at, updated_at"
 )
 _SELECT_SESSION = f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE key = ? AND archived = 0"
+_RECENT = (  # a session's last N messages, oldest first, each with the session's total
+    "SELECT role, content, (SELECT count(*) FROM messages WHERE session_id = ?) "
+    "FROM (SELECT id, role, content FROM messages WHERE session_id = ? "
+    "ORDER BY id DESC LIMIT ?) ORDER BY id"
+)
 
 
 class SQLiteSessions(SQLiteBase):
@@ -78,16 +84,36 @@ class SQLiteSessions(SQLiteBase):
         return [(i, decode_message(role, c)) for i, role, c in rows]
 
     async def recent_messages(self, session_id: str, limit: int) -> tuple[list[Message], int]:
-        rows = await self._db.execute_fetchall(
-            "SELECT role, content, (SELECT count(*) FROM messages WHERE session_id = ?) "
-            "FROM (SELECT id, role, content FROM messages WHERE session_id = ? "
-            "ORDER BY id DESC LIMIT ?) ORDER BY id",
-            (session_id, session_id, max(limit, 0)),
-        )
+        rows = await self._db.execute_fetchall(_RECENT, (session_id, session_id, max(limit, 0)))
+        return await self._recent(session_id, limit, list(rows))
+
+    async def _recent(
+        self, session_id: str, limit: int, rows: list[Any]
+    ) -> tuple[list[Message], int]:
         if not rows:
             return [], await self.count_messages(session_id) if limit <= 0 else 0
-        rows = list(rows)
         return [decode_message(role, content) for role, content, _ in rows], int(rows[0][2])
+
+    async def session_with_recent(
+        self, key: str, limit: int
+    ) -> tuple[SessionRow, list[Message], int]:
+        conn = self._db._conn  # one hand-off for both reads (see `_in_transaction`)
+
+        def read() -> tuple[SessionRow, list[Any]] | None:
+            row = conn.execute(_SELECT_SESSION, (key,)).fetchone()
+            if row is None:
+                return None
+            session = SessionRow(*row)
+            return session, conn.execute(
+                _RECENT, (session.id, session.id, max(limit, 0))
+            ).fetchall()
+
+        found: tuple[SessionRow, list[Any]] | None = await self._db._execute(read)
+        if found is None:  # first use: create it, then read as usual
+            session = await self.session(key)
+            return (session, *await self.recent_messages(session.id, limit))
+        session, rows = found
+        return (session, *await self._recent(session.id, limit, rows))
 
     async def count_messages(self, session_id: str) -> int:
         rows = await self._db.execute_fetchall(

@@ -154,8 +154,8 @@ class TurnRunner:
         mode: PromptMode,
         origin: str | None,
     ) -> TurnOutcome:
-        session = await self.store.session(str(key))
-        stored, total = await load_history(self.store, session.id, self.config.agent.history_turns)
+        turns = self.config.agent.history_turns
+        session, stored, total = await load_session(self.store, str(key), turns)
         history = self._history(session, stored)
         chosen = await self.models.chosen(str(key)) if self.models is not None else ""
         runtime = RuntimeInfo(
@@ -260,15 +260,39 @@ async def load_history(store: Store, session_id: str, max_turns: int) -> tuple[l
     if max_turns <= 0:
         stored = await store.messages(session_id)
         return stored, len(stored)
-    limit = max_turns * 2 + 16  # a chat turn is two messages; tool rounds widen it below
+    limit = _first_limit(max_turns)
+    stored, total = await store.recent_messages(session_id, limit)
+    return await _widened(store, session_id, max_turns, limit, stored, total)
+
+
+async def load_session(
+    store: Store, key: str, max_turns: int
+) -> tuple[SessionRow, list[Message], int]:
+    """The session for `key` (created on first use) with what `load_history` gives; the
+    session and the first tail come in one read."""
+    if max_turns <= 0:
+        session = await store.session(key)
+        return (session, *await load_history(store, session.id, max_turns))
+    limit = _first_limit(max_turns)
+    session, stored, total = await store.session_with_recent(key, limit)
+    return (session, *await _widened(store, session.id, max_turns, limit, stored, total))
+
+
+def _first_limit(max_turns: int) -> int:
+    return max_turns * 2 + 16  # a chat turn is two messages; tool rounds widen it
+
+
+async def _widened(
+    store: Store, session_id: str, max_turns: int, limit: int, stored: list[Message], total: int
+) -> tuple[list[Message], int]:
     while True:
-        stored, total = await store.recent_messages(session_id, limit)
         if len(stored) >= total:
             return stored, total
         starts = user_turn_starts(stored)
         if len(starts) >= max_turns:  # more turns stored before: the cut limit_turns makes
             return stored[starts[-max_turns] :], total
         limit *= 4
+        stored, total = await store.recent_messages(session_id, limit)
 
 
 async def _deliver(result: RunResult, reply: TurnReply | None) -> bool:

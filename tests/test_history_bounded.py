@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from agents.history import prepare_history
 from agents.model import Message, Usage
 from bot.store_sqlite import SQLiteStore
-from bot.turns import load_history
+from bot.turns import load_history, load_session
 
 
 def _user(text: str) -> Message:
@@ -50,6 +50,8 @@ async def _compare(session_runs: list[list[Message]], max_turns: int) -> None:
             await store.save_run(session.id, session.key, run, usage=Usage())
         everything = await store.messages(session.id)
         tail, total = await load_history(store, session.id, max_turns)
+        row, *read = await load_session(store, session.key, max_turns)
+        assert row.id == session.id and read == [tail, total]
         assert total == len(everything)
         assert len(tail) <= len(everything)
         window = 1_000_000

@@ -839,6 +839,17 @@ async def test_recent_messages_returns_the_tail_oldest_first_and_the_total(store
     assert await store.recent_messages(session.id, 0) == ([], 9)
 
 
+async def test_session_with_recent_creates_once_and_reads_the_tail(store: Store) -> None:
+    session, tail, total = await store.session_with_recent("telegram:dm:both", 4)
+    assert (tail, total) == ([], 0) and session == await store.session("telegram:dm:both")
+    saved = [user(f"u{i}") if i % 2 == 0 else assistant(f"a{i}") for i in range(9)]
+    await store.save_run(session.id, session.key, saved, usage=USAGE)
+    again, tail, total = await store.session_with_recent("telegram:dm:both", 4)
+    assert again.id == session.id and (tail, total) == (saved[-4:], 9)
+    assert (await store.session_with_recent("telegram:dm:both", 0))[1:] == ([], 9)
+    assert len(await store.list_sessions()) == 1
+
+
 async def test_a_save_that_fails_leaves_nothing_and_the_store_keeps_working(store: Store) -> None:
     session = await store.session("telegram:dm:atomic")
     with pytest.raises(Exception):  # noqa: B017 (each backend raises its own driver error)
