@@ -6,7 +6,8 @@ each latency runs from the moment `getUpdates` hands the update out to the momen
 receives the reply's `sendMessage` (and, with streaming previews, the final edit). CPU per
 turn is this process's CPU time (every thread) over the measured turns; the fakes' CPU is
 reported apart. The same turns through `bench.bare.BareBot` (the libraries alone) give the
-floor under Perch. `--profile` adds a cProfile pass that says where Perch's time goes.
+floor under Perch. `--profile` adds a cProfile pass that says where Perch's time goes, and
+the same for the floor with the difference by package (`--profile-dir` keeps the profiles).
 
     .venv/bin/python -m bench.overhead [--turns 400] [--streaming partial|off|both] [--profile]
 """
@@ -18,6 +19,7 @@ import cProfile
 import functools
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from bench.bare import BareBot
@@ -25,6 +27,8 @@ from bench.harness import telegram_daemon, wait_idle
 from bench.profiling import difference, tally, where_time_went
 from bench.report import Report, parser, percentile
 from bench.wire import Wire, pin_apart, use_loopback
+
+PROFILE_DIR = ""  # set from --profile-dir
 
 TEXT = "hello, how are you today?"
 TARGET_P50_MS = 5.0
@@ -86,7 +90,9 @@ async def profile_perch(
     profiler.enable()
     await run_turns(wire, idle, turns, users)
     profiler.disable()
-    profiler.dump_stats(f"/tmp/{label.replace(' ', '_').replace(',', '').replace(':', '')}.prof")
+    if PROFILE_DIR:  # for pstats: `--profile-dir DIR`
+        name = "".join(c if c.isalnum() else "_" for c in label)
+        profiler.dump_stats(str(Path(PROFILE_DIR) / f"{name}.prof"))
     await wire.call("turns")
     print(f"  cProfile of {turns} more turns, {label}:")
     print(where_time_went(profiler, turns), flush=True)
@@ -144,6 +150,7 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=40, help="unmeasured turns first (default 40)")
     p.add_argument("--streaming", choices=["partial", "off", "both"], default="both")
     p.add_argument("--profile", action="store_true", help="add a cProfile pass per mode")
+    p.add_argument("--profile-dir", help="with --profile, also save each profile there (pstats)")
     p.add_argument("--pin", action="store_true", help="pin Perch and the fakes to separate CPUs")
     args = p.parse_args()
     use_loopback()
@@ -152,6 +159,8 @@ def main() -> None:
     # Sessions stay well under the compaction threshold (50 messages), which would add
     # summary calls to the model in the middle of the measurement.
     users = args.users or -(-(args.warmup + args.turns) // 12)
+    global PROFILE_DIR
+    PROFILE_DIR = args.profile_dir or ""
     report = asyncio.run(main_async(args.turns, users, args.warmup, args.streaming, args.profile))
     report.save(args.json)
 
