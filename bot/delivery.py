@@ -37,9 +37,10 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import Literal
+from typing import Any, Literal
 
 from agents.loop import Event, ModelCallFinished, TextDelta, ToolStarted
+from agents.model import Message
 from agents.sanitize import (
     HEARTBEAT_TOKEN,
     SILENT_TOKEN,
@@ -55,6 +56,11 @@ log = logging.getLogger(__name__)
 
 ReplyKind = Literal["reply", "heartbeat"]
 MAX_OK_REST = 300  # chars that may accompany HEARTBEAT_OK and still be dropped
+# The most of one reply a chat receives: about ten messages of 4,096 characters, more than a
+# model writes within its default `max_tokens` (8,192). A model that runs on (a looping local model, a
+# server that ignores max_tokens) cannot flood a chat with hundreds of messages.
+MAX_REPLY_CHARS = 40_000
+_FENCE = re.compile(r"^ {0,3}(?:```|~~~)", re.MULTILINE)
 
 # Line markers the sanitizer removes with what follows them; a last line that is still the
 # beginning of one is held until it is complete.
@@ -76,7 +82,8 @@ class DeliveryError(Exception):
 
 
 def clean_reply(text: str, kind: ReplyKind = "reply") -> str:
-    """Stages 1 and 2: what of the model's `text` a user may see; "" means send nothing."""
+    """Stages 1 and 2: what of the model's `text` a user may see; "" means send nothing.
+    A reply longer than `MAX_REPLY_CHARS` is cut (`cut_long_reply`)."""
     if is_silent(text):
         return ""
     clean = strip_silent_token(sanitize_output(text))
@@ -84,7 +91,48 @@ def clean_reply(text: str, kind: ReplyKind = "reply") -> str:
         suppress, clean = strip_heartbeat_ok(clean, MAX_OK_REST)
         if suppress:
             return ""
-    return clean if clean.strip() else ""
+    return cut_long_reply(clean) if clean.strip() else ""
+
+
+def cut_long_reply(text: str, limit: int = MAX_REPLY_CHARS) -> str:
+    """`text`, or when longer than `limit` its beginning (cut at a paragraph, line or word
+    break), with a code block left open closed and a note of how much was left out."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    for sep in ("\n\n", "\n", " "):
+        at = head.rfind(sep)
+        if at > limit // 2:
+            head = head[:at]
+            break
+    head = head.rstrip()
+    left_out = len(text) - len(head)
+    if len(_FENCE.findall(head)) % 2:  # the cut falls inside a code block: close it
+        head += "\n```"
+    return f"{head}\n\n[Reply cut: {left_out:,} more characters not sent.]"
+
+
+def cut_long_texts(messages: list[Message]) -> list[Message]:
+    """`messages` with every assistant text over `MAX_REPLY_CHARS` cut as its reply is, so
+    the saved history holds what the chat received, not a runaway model's megabytes (which
+    every later request of the session would carry). Others are returned as they are."""
+    out: list[Message] = []
+    for message in messages:
+        blocks = message["content"]
+        if message["role"] != "assistant" or not any(_too_long(b) for b in blocks):
+            out.append(message)
+            continue
+        content: list[Any] = [_cut_block(b) if _too_long(b) else b for b in blocks]
+        out.append({"role": "assistant", "content": content})
+    return out
+
+
+def _cut_block(block: Any) -> Any:
+    return {**block, "text": cut_long_reply(block["text"])}
+
+
+def _too_long(block: Any) -> bool:
+    return block.get("type") == "text" and len(block.get("text", "")) > MAX_REPLY_CHARS
 
 
 def preview_text(partial: str) -> str:

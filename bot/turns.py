@@ -27,7 +27,7 @@ from agents.prompt import PromptBuilder, PromptMode, RuntimeInfo
 from agents.tools.base import ToolContext, ToolRegistry
 from bot.chat_media import ChatMedia
 from bot.config import Config
-from bot.delivery import TurnReply
+from bot.delivery import TurnReply, cut_long_texts
 from bot.lanes import Pending, Turn
 from bot.logs import run_id_var, session_var
 from bot.model_choice import ModelChoices
@@ -198,7 +198,7 @@ class TurnRunner:
             await self.store.save_run(
                 session.id,
                 str(key),
-                result.new_messages,
+                cut_long_texts(result.new_messages),
                 usage=result.usage,
                 run_id=turn.run_id,
                 model=result.model,

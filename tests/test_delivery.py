@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from agents.tools.cron import CronRequest
 from bot.daemon import Daemon
-from bot.delivery import Preview, clean_reply, preview_text
+from bot.delivery import MAX_REPLY_CHARS, Preview, clean_reply, cut_long_reply, preview_text
 from bot.routing import encode_chat
 from channels.formatting import render_telegram_html
 from tests.fakes.anthropic import FakeAnthropic, Reply
@@ -283,6 +284,54 @@ async def test_telegram_never_sees_the_thinking_in_a_preview_or_the_final(
     texts = _wire_texts(tg)
     assert texts[-1] == final or tg.texts()[-1] == final
     assert all("secret" not in t and "think" not in t and "NO_" not in t for t in texts)
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.sampled_from(["word", "x" * 40, "\n", "\n\n", " ", "```", "~~~py", "é"]), max_size=400
+    ),
+    st.integers(20, 400),
+)
+def test_a_long_reply_is_cut_at_a_break_with_a_note(parts: list[str], limit: int) -> None:
+    text = "".join(parts)
+    cut = cut_long_reply(text, limit)
+    if len(text) <= limit:
+        assert cut == text
+        return
+    head, note = cut.rsplit("\n\n[Reply cut: ", 1)
+    assert note.endswith(" more characters not sent.]")
+    kept = head.removesuffix("\n```")
+    assert text.startswith(kept) and len(kept) <= limit
+    assert int(note.split(" ")[0].replace(",", "")) == len(text) - len(kept)
+    fences = [line for line in head.splitlines() if re.match(r" {0,3}(```|~~~)", line)]
+    assert len(fences) % 2 == 0  # no code block left open before the note
+
+
+async def test_a_model_that_runs_on_sends_a_bounded_reply_to_telegram(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    # A looping model (or a server ignoring max_tokens): 1 MB of distinct paragraphs.
+    endless = "".join(f"Paragraph {i}: " + "lorem ipsum dolor " * 5 + "\n\n" for i in range(10_000))
+    fake.queue(Reply.text(endless))
+    async with FakeTelegram() as tg:
+        daemon = _telegram_daemon(tmp_path, fake, tg)
+        await daemon.start()
+        try:
+            tg.dm("hi", user_id=42)
+            await fake.wait_requests(1, timeout=30)
+            await settle(daemon)
+            texts = tg.texts()
+            tg.dm("and then?", user_id=42)  # the history holds what the chat received
+            await fake.wait_requests(2, timeout=30)
+            await settle(daemon)
+        finally:
+            await daemon.stop()
+    assert len(texts) <= MAX_REPLY_CHARS // 4096 + 2  # about ten messages, not 270
+    assert "Paragraph 0:" in texts[0]
+    assert "more characters not sent." in texts[-1]
+    answer = fake.requests[1]["messages"][1]["content"][0]["text"]
+    assert len(answer) < MAX_REPLY_CHARS + 100 and answer.endswith("more characters not sent.]")
 
 
 async def test_telegram_preview_after_stop_shows_only_cleaned_text(
