@@ -1,12 +1,13 @@
 """The agent loop: think -> act -> observe with a `ModelClient` and a `ToolRegistry`.
 
 `AgentLoop.run(request, emit)` streams a model response, runs the tool calls of that response
-concurrently (results kept in call order), feeds the results back, and repeats until the model
-answers without tools or `max_iterations` is reached. It never touches storage or a platform:
-it returns a `RunResult` whose `new_messages` the caller persists in one transaction, and
-reports progress as events (`TextDelta`, `ToolStarted`, `ToolFinished`). Images a tool
-returns go into its tool_result for this run's model calls; `new_messages` carries notes in
-their place (`agents.tool_images`), so no stored history keeps their base64.
+concurrently (`MAX_PARALLEL_TOOLS` at once, at most `MAX_TOOL_CALLS`; results kept in call
+order), feeds the results back, and repeats until the model answers without tools or
+`max_iterations` is reached. It never touches storage or a platform: it returns a
+`RunResult` whose `new_messages` the caller persists in one transaction, and reports
+progress as events (`TextDelta`, `ToolStarted`, `ToolFinished`). Images a tool returns go
+into its tool_result for this run's model calls; `new_messages` carries notes in their
+place (`agents.tool_images`), so no stored history keeps their base64.
 
 Cancellation is cooperative through the request's `CancelToken`: checked before each model
 call and each tool, raced against both. A cancelled run keeps the partial text it streamed,
@@ -46,6 +47,14 @@ from agents.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 log = logging.getLogger(__name__)
 
 CANCELLED_RESULT = "cancelled by user"
+# One model response's tool calls run at most this many at once (in call order) ...
+MAX_PARALLEL_TOOLS = 8
+# ... and at most this many are run: a response asking for more (a hostile or looping model)
+# gets an error result for the rest, so one response cannot start thousands of processes.
+MAX_TOOL_CALLS = 64
+TOO_MANY_CALLS = (
+    "Error: not run: at most {n} tool calls are run per response; ask for fewer at a time."
+)
 MAX_ITERATIONS_NOTE = (
     "I stopped after {n} steps without finishing. Say 'continue' if you want me to go on."
 )
@@ -246,7 +255,20 @@ class AgentLoop:
 
         if len(calls) == 1:
             return [await one(calls[0])]
-        return list(await asyncio.gather(*(one(c) for c in calls)))
+        slots = asyncio.Semaphore(MAX_PARALLEL_TOOLS)
+
+        async def bounded(call: ToolUseBlock) -> ToolResultBlock:
+            async with slots:
+                return await one(call)
+
+        run, refused = calls[:MAX_TOOL_CALLS], calls[MAX_TOOL_CALLS:]
+        if refused:
+            log.warning(
+                "model asked for %d tool calls in one response; ran %d", len(calls), len(run)
+            )
+        results: list[Block] = list(await asyncio.gather(*(bounded(c) for c in run)))
+        note = TOO_MANY_CALLS.format(n=MAX_TOOL_CALLS)
+        return results + [tool_result_block(c["id"], note, True) for c in refused]
 
     async def _run_tool(self, name: str, args: Any, request: RunRequest) -> ToolResult:
         tool = request.tools.get(name)

@@ -14,6 +14,8 @@ import pytest
 from agents.cancel import CancelToken
 from agents.loop import (
     CANCELLED_RESULT,
+    MAX_PARALLEL_TOOLS,
+    MAX_TOOL_CALLS,
     AgentLoop,
     Event,
     RunRequest,
@@ -196,6 +198,41 @@ async def test_parallel_tool_calls_keep_results_in_call_order(
     calls = [b["id"] for b in fake.requests[1]["messages"][-2]["content"]]
     # They ran concurrently: the fastest finished first although it was called second.
     assert finished[0] == calls[1]
+
+
+class CountingTool:
+    """Sleeps a moment and records how many of its calls ran at once."""
+
+    name = "count"
+    description = "counts concurrent calls"
+    input_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+
+    def __init__(self) -> None:
+        self.running = self.most = self.calls = 0
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        self.calls += 1
+        self.running += 1
+        self.most = max(self.most, self.running)
+        await asyncio.sleep(0.01)
+        self.running -= 1
+        return ToolResult("counted")
+
+
+async def test_a_response_asking_for_hundreds_of_tool_calls_runs_a_bounded_number(
+    afake: FakeAnthropic, aclient: AnthropicClient, tmp_path: Path
+) -> None:
+    # A hostile model asks for 200 calls at once: 8 run at a time, 64 in all, the rest are
+    # answered with an error (every tool_use still gets its result, in call order).
+    afake.queue(Reply.tool_use([("count", {})] * 200), Reply.text("done"))
+    tool = CountingTool()
+    result = await AgentLoop(aclient, "m").run(request(tmp_path, ToolRegistry([tool])))
+    assert result.status == "ok"
+    assert (tool.calls, tool.most) == (MAX_TOOL_CALLS, MAX_PARALLEL_TOOLS)
+    results = tool_results(afake.requests[1])
+    assert len(results) == 200
+    assert [r["content"] for r in results[:MAX_TOOL_CALLS]] == ["counted"] * MAX_TOOL_CALLS
+    assert all(r.get("is_error") and "not run" in r["content"] for r in results[MAX_TOOL_CALLS:])
 
 
 async def test_unknown_tool_and_tool_exception_come_back_as_errors(
