@@ -11,46 +11,24 @@ by identity and reused.
 
 from __future__ import annotations
 
-import json
-from dataclasses import replace
 from typing import Any
 
 from agents.model import ModelRequest
-from agents.surrogates import fix_data
+from agents.providers.json_body import EncodedOnce, encoder, utf8
 
-_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _STABLE_MIN_CHARS = 512  # shorter strings are cheaper to encode than to look up
-_MEMO_SIZE = 16
-
-
-class _Memo:
-    """Encodings of a few long-lived objects, by identity; each entry holds its object, so
-    the id cannot be reused by another one while it is kept."""
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[object, str]] = {}
-
-    def encode(self, value: object) -> str:
-        entry = self._entries.get(id(value))
-        if entry is not None and entry[0] is value:
-            return entry[1]
-        encoded = _encoder.encode(value)
-        if len(self._entries) >= _MEMO_SIZE:
-            self._entries.pop(next(iter(self._entries)))
-        self._entries[id(value)] = (value, encoded)
-        return encoded
 
 
 class BodyEncoder:
     """`encode(request)`: the streamed request's body as UTF-8 JSON bytes."""
 
     def __init__(self) -> None:
-        self._memo = _Memo()
+        self._memo = EncodedOnce()
 
     def encode(self, request: ModelRequest) -> bytes:
         parts = [
             '{"model":',
-            _encoder.encode(request.model),
+            encoder.encode(request.model),
             ',"max_tokens":',
             str(int(request.max_tokens)),
             ',"stream":true',
@@ -60,32 +38,32 @@ class BodyEncoder:
         if request.tools:
             parts += [',"tools":', self._memo.encode(request.tools)]
         if request.temperature is not None:
-            parts += [',"temperature":', _encoder.encode(float(request.temperature))]
-        parts += [',"messages":', _encoder.encode(request.messages), "}"]
-        text = "".join(parts)
-        try:
-            return text.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate that got past the intake: U+FFFD
-            return self.encode(_fixed(request))
+            parts += [',"temperature":', encoder.encode(float(request.temperature))]
+        parts += [',"messages":', encoder.encode(request.messages), "}"]
+        return utf8("".join(parts), _fields(request))
 
     def _system(self, blocks: list[Any]) -> str:
         out: list[str] = []
         for block in blocks:
             text = block.get("text") if isinstance(block, dict) else None
             if not isinstance(text, str) or len(text) < _STABLE_MIN_CHARS:
-                out.append(_encoder.encode(block))
+                out.append(encoder.encode(block))
                 continue
             rest = {k: v for k, v in block.items() if k != "text"}
-            head = _encoder.encode(rest)[:-1]  # without its closing brace
+            head = encoder.encode(rest)[:-1]  # without its closing brace
             sep = "," if rest else ""
             out.append(f'{head}{sep}"text":{self._memo.encode(text)}}}')
         return "[" + ",".join(out) + "]"
 
 
-def _fixed(request: ModelRequest) -> ModelRequest:
-    return replace(
-        request,
-        system=fix_data(request.system),
-        messages=fix_data(request.messages),
-        tools=fix_data(request.tools),
-    )
+def _fields(request: ModelRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
+    body["stream"] = True
+    if request.system:
+        body["system"] = request.system
+    if request.tools:
+        body["tools"] = request.tools
+    if request.temperature is not None:
+        body["temperature"] = float(request.temperature)
+    body["messages"] = request.messages
+    return body

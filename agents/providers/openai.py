@@ -21,11 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from agents.model import Block, ModelError, ModelRequest, ModelResponse, TextCallback, Usage
 from agents.pricing import Price, cost_usd
+from agents.providers.openai_body import ChatBodyEncoder
 from agents.providers.openai_wire import (
     FINISH_REASONS,
     ToolCallAccumulator,
-    to_chat_messages,
-    to_chat_tools,
 )
 from agents.providers.retry import (
     RETRYABLE_STATUSES,
@@ -162,6 +161,7 @@ class OpenAIClient:
             sleep=sleep,
         )
         self._client: AsyncOpenAI | None = None
+        self._body = ChatBodyEncoder()
         self._no_tool_images: set[str] = set()  # models that refused tool-result images
 
     def __repr__(self) -> str:  # never show the key
@@ -241,17 +241,7 @@ class OpenAIClient:
     async def _stream_once(
         self, request: ModelRequest, on_text: TextCallback | None, tool_images: bool = True
     ) -> ModelResponse:
-        kwargs: dict[str, Any] = {
-            "model": request.model,
-            "messages": to_chat_messages(request.system, request.messages, tool_images=tool_images),
-            "max_tokens": request.max_tokens,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if request.tools:
-            kwargs["tools"] = to_chat_tools(request.tools)
-        if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
+        body = self._body.encode(request, tool_images)
         texts: list[str] = []
         calls = ToolCallAccumulator()
         finish: str | None = None
@@ -259,7 +249,17 @@ class OpenAIClient:
         answered_by = request.model
         sent_text = False
         try:
-            stream = await self._sdk().chat.completions.create(**kwargs)
+            from openai import AsyncStream
+            from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+            # What `chat.completions.create(stream=True)` sends, with a body we encoded.
+            stream = await self._sdk().post(
+                "/chat/completions",
+                cast_to=ChatCompletion,
+                content=body,
+                stream=True,
+                stream_cls=AsyncStream[ChatCompletionChunk],
+            )
             async for chunk in stream:
                 if chunk.usage is not None:
                     raw_usage = chunk.usage

@@ -1,7 +1,7 @@
-"""The Anthropic request path's per-call cost: the Messages API body Perch encodes itself
-(instead of the SDK's Python tree copy) is the same JSON the SDK would send, stable parts
-reused only while they are the same objects; the SDK's stream accumulator finds its generic
-message class cached instead of building it again after each garbage collection."""
+"""The providers' per-call cost: the request bodies Perch encodes itself (instead of the
+SDKs' Python passes over the whole request) are the JSON the SDKs would send, stable parts
+reused only while they are the same objects; the Anthropic SDK's stream accumulator finds its
+generic message class cached instead of building it again after each garbage collection."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ from hypothesis import strategies as st
 from agents.model import Message, ModelRequest
 from agents.providers.anthropic import AnthropicClient
 from agents.providers.anthropic_body import BodyEncoder
+from agents.providers.openai import OpenAIClient
+from agents.providers.openai_body import ChatBodyEncoder
+from agents.providers.openai_wire import to_chat_messages, to_chat_tools
 from agents.surrogates import fix_data
 
 PERSONA = "You are Perch. " * 100  # long enough to be kept by identity
@@ -113,3 +116,46 @@ async def test_the_sdk_stream_message_class_survives_garbage_collection() -> Non
     gc.collect()
     assert built() is not None and generic[format_t] is built()
     await client.aclose()
+
+
+def test_the_chat_completions_body_is_the_converted_request() -> None:
+    encoder = ChatBodyEncoder()
+    for req in (request(), request(temperature=0.25), request(tools=[])):
+        for tool_images in (True, False):
+            body = json.loads(encoder.encode(req, tool_images))
+            want: dict[str, Any] = {
+                "model": req.model,
+                "max_tokens": req.max_tokens,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "messages": to_chat_messages(req.system, req.messages, tool_images=tool_images),
+            }
+            if req.tools:
+                want["tools"] = to_chat_tools(req.tools)
+            if req.temperature is not None:
+                want["temperature"] = req.temperature
+            assert body == want
+    renamed = [{**TOOLS[0], "name": "other"}]  # a new tool list is converted again
+    assert json.loads(encoder.encode(request(tools=renamed)))["tools"][0]["function"]["name"] == (
+        "other"
+    )
+
+
+async def test_both_providers_send_their_bodies_as_json() -> None:
+    from tests.fakes.anthropic import FakeAnthropic, Reply
+    from tests.fakes.openai import FakeOpenAI
+
+    async with FakeOpenAI() as server:
+        client = OpenAIClient("sk-test", server.base_url)
+        await client.complete(request())
+        await client.aclose()
+        assert server.headers[-1].get("Content-Type") == "application/json"
+        assert server.requests[-1]["tools"][0]["function"]["name"] == "read"
+    async with FakeAnthropic() as fake:
+        fake.queue(Reply.text("ok"))
+        anthropic = AnthropicClient("sk-test", fake.base_url)
+        answer = await anthropic.complete(request())
+        await anthropic.aclose()
+        assert answer.content == [{"type": "text", "text": "ok"}]
+        assert fake.requests[-1]["tools"] == TOOLS and fake.requests[-1]["stream"] is True
+        assert fake.headers[-1].get("Content-Type") == "application/json"
