@@ -106,14 +106,20 @@ class PostgresSessions(PostgresBase):
     async def session_with_recent(
         self, key: str, limit: int
     ) -> tuple[SessionRow, list[Message], int]:
-        async with self._pool.acquire() as conn:  # one connection for both reads
-            row = await conn.fetchrow(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE key = $1 AND NOT archived", key
-            )
-            rows = [] if row is None else await conn.fetch(_RECENT, row[0], max(limit, 0))
-        if row is None:  # first use: create it, then read as usual
-            session = await self.session(key)
-            return (session, *await self.recent_messages(session.id, limit))
+        select = f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE key = $1 AND NOT archived"
+        async with self._pool.acquire() as conn:  # one connection for all of it
+            row = await conn.fetchrow(select, key)
+            if row is None:  # first use: create it (or find another instance's)
+                await conn.execute(
+                    "INSERT INTO sessions (id, key, created_at, updated_at) "
+                    "VALUES ($1, $2, $3, $3) ON CONFLICT DO NOTHING",
+                    uuid.uuid4().hex,
+                    key,
+                    time.time(),
+                )
+                row = await conn.fetchrow(select, key)
+                assert row is not None
+            rows = await conn.fetch(_RECENT, row[0], max(limit, 0))
         session = SessionRow(*row)
         return (session, *await self._recent(session.id, limit, rows))
 

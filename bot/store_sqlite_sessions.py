@@ -99,19 +99,26 @@ class SQLiteSessions(SQLiteBase):
     ) -> tuple[SessionRow, list[Message], int]:
         conn = self._db._conn  # one hand-off for both reads (see `_in_transaction`)
 
-        def read() -> tuple[SessionRow, list[Any]] | None:
-            row = conn.execute(_SELECT_SESSION, (key,)).fetchone()
+        def read(db: sqlite3.Connection) -> tuple[SessionRow, list[Any]] | None:
+            row = db.execute(_SELECT_SESSION, (key,)).fetchone()
             if row is None:
                 return None
             session = SessionRow(*row)
-            return session, conn.execute(
-                _RECENT, (session.id, session.id, max(limit, 0))
-            ).fetchall()
+            return session, db.execute(_RECENT, (session.id, session.id, max(limit, 0))).fetchall()
 
-        found: tuple[SessionRow, list[Any]] | None = await self._db._execute(read)
-        if found is None:  # first use: create it, then read as usual
-            session = await self.session(key)
-            return (session, *await self.recent_messages(session.id, limit))
+        def create_and_read(db: sqlite3.Connection) -> tuple[SessionRow, list[Any]] | None:
+            now = time.time()
+            db.execute(
+                "INSERT OR IGNORE INTO sessions (id, key, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?)",
+                (uuid.uuid4().hex, key, now, now),
+            )
+            return read(db)
+
+        found: tuple[SessionRow, list[Any]] | None = await self._db._execute(lambda: read(conn))
+        if found is None:  # first use: created and read in one transaction
+            found = await self._in_transaction(create_and_read)
+            assert found is not None
         session, rows = found
         return (session, *await self._recent(session.id, limit, rows))
 

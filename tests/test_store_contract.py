@@ -848,6 +848,11 @@ async def test_session_with_recent_creates_once_and_reads_the_tail(store: Store)
     assert again.id == session.id and (tail, total) == (saved[-4:], 9)
     assert (await store.session_with_recent("telegram:dm:both", 0))[1:] == ([], 9)
     assert len(await store.list_sessions()) == 1
+    # First use by several turns at once (or instances): one session for them all.
+    first = await asyncio.gather(
+        *(store.session_with_recent("telegram:dm:new", 4) for _ in "abcde")
+    )
+    assert len({row.id for row, _, _ in first}) == 1 and len(await store.list_sessions()) == 2
 
 
 async def test_a_save_that_fails_leaves_nothing_and_the_store_keeps_working(store: Store) -> None:
