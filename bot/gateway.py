@@ -4,10 +4,9 @@
 inbox first (a redelivered platform id is dropped there), checks access, answers commands
 without the model, and admits the rest into the session's `Lane`, starting turns as tasks.
 A global semaphore (`max_concurrent_runs`) hands out model-run slots first come, first
-served; a turn gives its slot back when its agent loop ends, before its answer is saved and
-sent. When a turn ends its inbox rows are closed and the lane starts what waits. On start,
-`recover()` re-runs inbox rows left open by a crash (within `recovery_window`) and tells
-senders of older ones to resend.
+served, given back when a turn's agent loop ends (before its answer is saved and sent). When
+a turn ends its inbox rows are closed and the lane starts what waits. On start, `recover()`
+re-runs what a crash left open (within `recovery_window`) and asks older senders to resend.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from bot.commands import Commands, LaneInfo, parse_command, unknown_command_repl
 from bot.config import Config
 from bot.group_context import GroupContext
 from bot.inbox_payload import inbound_from_payload, inbound_to_payload, well_formed
-from bot.lanes import Admission, Lane, LaneTable, Pending, QueueMode, Turn, once
+from bot.lanes import Admission, Lane, LaneTable, Pending, QueueMode, Turn, take_run_slot
 from bot.sessions import SessionKey
 from bot.store import Store
 from bot.turns import SessionState, TurnOutcome, TurnRunner
@@ -213,12 +212,11 @@ class Gateway:
             held = None
             try:  # across instances first (a shared store), then this instance's cap
                 held = await self.session_slots.take(str(key), lane.limit, turn.cancel)
-                await turn.cancel.race(self.slots.acquire())
+                await take_run_slot(turn, self.slots)
             except Cancelled:
                 status = "skipped"
                 await self.session_slots.give_back(held)
                 return None
-            turn.release_slot = once(self.slots.release)
             try:
                 return await self.runner.run(key, turn, chat, mode)
             finally:

@@ -10,6 +10,7 @@ lane is plain data and rules: the gateway owns tasks and I/O.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -64,6 +65,12 @@ def once(release: Callable[[], None]) -> Callable[[], None]:
             release()
 
     return call
+
+
+async def take_run_slot(turn: Turn, slots: asyncio.Semaphore) -> None:
+    """Wait (cancellably) for a place in `slots`; `turn.release_slot` gives it back, once."""
+    await turn.cancel.race(slots.acquire())
+    turn.release_slot = once(slots.release)
 
 
 @dataclass(frozen=True, slots=True)
