@@ -17,6 +17,7 @@ import os
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from agents.surrogates import fix_data
 from agents.tools.base import ToolError
 from bot.control_ops import (
     OpContext,
@@ -96,7 +97,7 @@ class ControlServer:
     async def _answer(self, reader: asyncio.StreamReader) -> Reply:
         try:
             line = await asyncio.wait_for(reader.readline(), REQUEST_TIMEOUT)
-            request = json.loads(line)
+            request = fix_data(json.loads(line))  # no lone surrogate or NUL reaches the store
         except (TimeoutError, ValueError, asyncio.LimitOverrunError) as exc:
             return Reply(2, err=f"perch: unreadable control request ({type(exc).__name__})\n")
         if not isinstance(request, dict) or not isinstance(request.get("args", {}), dict):
