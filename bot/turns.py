@@ -24,6 +24,7 @@ from agents.loop import AgentLoop, RunRequest, RunResult
 from agents.model import Block, Message
 from agents.pricing import context_window
 from agents.prompt import PromptBuilder, PromptMode, RuntimeInfo
+from agents.surrogates import fix_text
 from agents.tools.base import ToolContext, ToolRegistry
 from bot.chat_media import ChatMedia
 from bot.config import Config
@@ -103,6 +104,7 @@ class TurnRunner:
             if not items:
                 return TurnOutcome(None, bool(notices) and channel is not None)
         text, images = _user_text(key, items)
+        text = fix_text(text)  # transcripts and extracted file text come from outside too
         user_content: list[Block] = [*images, {"type": "text", "text": text}]
         if not all(item.system for item in turn.items):
             guard = self.config.agent.guard

@@ -85,6 +85,22 @@ async def test_voice_note_is_transcribed_and_enters_the_turn_marked_as_a_transcr
         await daemon.stop()
 
 
+async def test_a_transcript_with_a_lone_surrogate_is_answered_and_saved(
+    tmp_path: Path, model: FakeAnthropic, tg: FakeTelegram, stt: FakeOpenAIAudio
+) -> None:
+    stt.transcripts[OGG] = "water \ud800 the plants"  # in the service's JSON as an escape
+    daemon = await started(tmp_path, model, {**telegram(tg), **transcription_config(stt)})
+    try:
+        tg.voice(OGG)
+        await tg.wait_for("sendMessage", 1, timeout=10)
+        assert user_text(model.requests[-1]) == "[voice transcript] water \ufffd the plants"
+        assert daemon.store is not None
+        (session,) = await daemon.store.list_sessions()
+        assert len(await daemon.store.messages(session.id)) == 2
+    finally:
+        await daemon.stop()
+
+
 async def test_voice_without_transcription_gets_one_line_and_no_model_call(
     tmp_path: Path, model: FakeAnthropic, tg: FakeTelegram
 ) -> None:
