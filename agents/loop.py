@@ -55,6 +55,11 @@ MAX_TOOL_CALLS = 64
 TOO_MANY_CALLS = (
     "Error: not run: at most {n} tool calls are run per response; ask for fewer at a time."
 )
+CUT_OFF_NOTE = "[The model reached its output limit here; ask it to go on.]"
+UNFINISHED_CALL = (
+    "Error: not run: your response reached the output limit while writing this call, so its "
+    "input may be incomplete. Make the call again, with less text around it if needed."
+)
 MAX_ITERATIONS_NOTE = (
     "I stopped after {n} steps without finishing. Say 'continue' if you want me to go on."
 )
@@ -226,10 +231,16 @@ class AgentLoop:
             await send(ModelCallFinished(iteration, final_text, len(tool_uses)))
             if content:
                 _append(conversation, new, {"role": "assistant", "content": content})
+            cut = response.stop_reason == "max_tokens"  # the output limit ended the response
             if not tool_uses:
+                if cut:  # say so: a reply that stops mid-sentence (or never starts) misleads
+                    final_text = f"{final_text}\n\n{CUT_OFF_NOTE}" if final_text else CUT_OFF_NOTE
                 return result("ok", final_text, n=iteration)
 
-            results = await self._run_tools(tool_uses, request, send)
+            # A response cut off inside its last tool call carries that call's input half
+            # written (a truncated path, command or file): it is answered, never run.
+            unfinished = tool_uses[-1]["id"] if cut and content[-1]["type"] == "tool_use" else ""
+            results = await self._run_tools(tool_uses, request, send, unfinished)
             _append(conversation, new, {"role": "user", "content": results})
             if cancel.cancelled:
                 return result("cancelled", final_text, n=iteration)
@@ -239,13 +250,15 @@ class AgentLoop:
         return result("max_iterations", note, n=max_iterations)
 
     async def _run_tools(
-        self, calls: list[ToolUseBlock], request: RunRequest, send: EventSink
+        self, calls: list[ToolUseBlock], request: RunRequest, send: EventSink, unfinished: str = ""
     ) -> list[Block]:
         async def one(call: ToolUseBlock) -> ToolResultBlock:
             call_id, name = call["id"], call["name"]
             args: Any = call.get("input")
             if request.cancel.cancelled:
                 return tool_result_block(call_id, CANCELLED_RESULT, True)
+            if call_id == unfinished:
+                return tool_result_block(call_id, UNFINISHED_CALL, True)
             await send(ToolStarted(call_id, name, args if isinstance(args, dict) else {}))
             started = time.monotonic()
             outcome = await self._run_tool(name, args, request)

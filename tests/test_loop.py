@@ -5,6 +5,7 @@ back in the Messages shape through `tests.model_backends.OpenAIView`)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -14,6 +15,7 @@ import pytest
 from agents.cancel import CancelToken
 from agents.loop import (
     CANCELLED_RESULT,
+    CUT_OFF_NOTE,
     MAX_PARALLEL_TOOLS,
     MAX_TOOL_CALLS,
     AgentLoop,
@@ -233,6 +235,37 @@ async def test_a_response_asking_for_hundreds_of_tool_calls_runs_a_bounded_numbe
     assert len(results) == 200
     assert [r["content"] for r in results[:MAX_TOOL_CALLS]] == ["counted"] * MAX_TOOL_CALLS
     assert all(r.get("is_error") and "not run" in r["content"] for r in results[MAX_TOOL_CALLS:])
+
+
+async def test_a_reply_cut_at_the_output_limit_says_so(
+    fake: Fake, client: Client, tmp_path: Path
+) -> None:
+    fake.queue(
+        dataclasses.replace(Reply.text("The three reasons are: first,"), stop_reason="max_tokens"),
+        dataclasses.replace(Reply.text(""), stop_reason="max_tokens"),  # all spent on thinking
+    )
+    loop = AgentLoop(client, "m")
+    cut = await loop.run(request(tmp_path, ToolRegistry([])))
+    assert cut.text == f"The three reasons are: first,\n\n{CUT_OFF_NOTE}"
+    empty = await loop.run(request(tmp_path, ToolRegistry([])))
+    assert empty.status == "ok" and empty.text == CUT_OFF_NOTE
+
+
+async def test_a_tool_call_cut_at_the_output_limit_is_not_run(
+    fake: Fake, client: Client, tmp_path: Path
+) -> None:
+    # The output limit ended the response inside its last call: that input may be half
+    # written (a truncated command or path), so only the complete calls before it run.
+    calls = [("count", {}), ("count", {})]
+    cut = dataclasses.replace(Reply.tool_use(calls), stop_reason="max_tokens")
+    fake.queue(cut, Reply.text("done"))
+    tool = CountingTool()
+    result = await AgentLoop(client, "m").run(request(tmp_path, ToolRegistry([tool])))
+    assert result.status == "ok" and tool.calls == 1
+    first, last = tool_results(fake.requests[1])
+    assert first["content"] == "counted"
+    assert last.get("is_error") or last["content"].startswith("Error")
+    assert "output limit" in last["content"]
 
 
 async def test_unknown_tool_and_tool_exception_come_back_as_errors(
