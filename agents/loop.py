@@ -56,6 +56,7 @@ TOO_MANY_CALLS = (
     "Error: not run: at most {n} tool calls are run per response; ask for fewer at a time."
 )
 CUT_OFF_NOTE = "[The model reached its output limit here; ask it to go on.]"
+REFUSED_NOTE = "[The model's provider stopped this answer (a content filter or refusal).]"
 UNFINISHED_CALL = (
     "Error: not run: your response reached the output limit while writing this call, so its "
     "input may be incomplete. Make the call again, with less text around it if needed."
@@ -235,6 +236,8 @@ class AgentLoop:
             if not tool_uses:
                 if cut:  # say so: a reply that stops mid-sentence (or never starts) misleads
                     final_text = f"{final_text}\n\n{CUT_OFF_NOTE}" if final_text else CUT_OFF_NOTE
+                elif response.stop_reason == "refusal" and not final_text:
+                    final_text = REFUSED_NOTE  # a content filter ended it: not plain silence
                 return result("ok", final_text, n=iteration)
 
             # A response cut off inside its last tool call carries that call's input half

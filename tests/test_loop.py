@@ -18,6 +18,7 @@ from agents.loop import (
     CUT_OFF_NOTE,
     MAX_PARALLEL_TOOLS,
     MAX_TOOL_CALLS,
+    REFUSED_NOTE,
     AgentLoop,
     Event,
     RunRequest,
@@ -237,7 +238,7 @@ async def test_a_response_asking_for_hundreds_of_tool_calls_runs_a_bounded_numbe
     assert all(r.get("is_error") and "not run" in r["content"] for r in results[MAX_TOOL_CALLS:])
 
 
-async def test_a_reply_cut_at_the_output_limit_says_so(
+async def test_a_reply_cut_at_the_output_limit_or_filtered_says_so(
     fake: Fake, client: Client, tmp_path: Path
 ) -> None:
     fake.queue(
@@ -249,6 +250,9 @@ async def test_a_reply_cut_at_the_output_limit_says_so(
     assert cut.text == f"The three reasons are: first,\n\n{CUT_OFF_NOTE}"
     empty = await loop.run(request(tmp_path, ToolRegistry([])))
     assert empty.status == "ok" and empty.text == CUT_OFF_NOTE
+    fake.queue(dataclasses.replace(Reply.text(""), stop_reason="refusal"))
+    refused = await loop.run(request(tmp_path, ToolRegistry([])))
+    assert refused.text == REFUSED_NOTE
 
 
 async def test_a_tool_call_cut_at_the_output_limit_is_not_run(

@@ -206,7 +206,8 @@ class FakeOpenAI:
             for piece in (encoded[:half], encoded[half:]):
                 await send({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
         finish = "tool_calls" if reply.calls else "stop"
-        await send({}, "length" if reply.stop_reason == "max_tokens" else finish)
+        stops = {"max_tokens": "length", "refusal": "content_filter"}
+        await send({}, stops.get(reply.stop_reason, finish))
         if (body.get("stream_options") or {}).get("include_usage"):
             await _data(response, _chunk(chunk_id, model, [], usage=_usage(body, reply)))
         await response.write(b"data: [DONE]\n\n")
