@@ -97,7 +97,8 @@ class ControlServer:
     async def _answer(self, reader: asyncio.StreamReader) -> Reply:
         try:
             line = await asyncio.wait_for(reader.readline(), REQUEST_TIMEOUT)
-            request = fix_data(json.loads(line))  # no lone surrogate or NUL reaches the store
+            # No lone surrogate reaches the store (a chat text's NUL is the input guard's).
+            request = fix_data(json.loads(line), keep_nul=True)
         except (TimeoutError, ValueError, asyncio.LimitOverrunError) as exc:
             return Reply(2, err=f"perch: unreadable control request ({type(exc).__name__})\n")
         if not isinstance(request, dict) or not isinstance(request.get("args", {}), dict):

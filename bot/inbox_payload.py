@@ -4,7 +4,8 @@ The gateway writes every message to the inbox before anything else, so a crash o
 take-over by another instance can re-run it; these two functions are that row's format.
 Images travel base64-encoded; an unreadable payload is logged and skipped, never raised.
 `well_formed` replaces lone UTF-16 surrogates and NUL (valid in a platform's JSON escapes,
-refused by the databases or model APIs) before anything is stored.
+refused by the databases or model APIs) before anything is stored; NUL in the message text
+is left for the input guard, which reports it and keeps it from the model.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ log = logging.getLogger(__name__)
 
 
 def well_formed(inbound: Inbound) -> Inbound:
-    """`inbound` with each lone surrogate and NUL in its strings replaced by U+FFFD (the same
-    object when there is none, the usual case)."""
+    """`inbound` with each lone surrogate (and NUL, but in the text) in its strings replaced
+    by U+FFFD (the same object when there is none, the usual case)."""
     chat = inbound.chat
-    strings = [
-        inbound.text,
+    text = fix_text(inbound.text, keep_nul=True)  # its NUL is the input guard's to report
+    others = [
         inbound.sender_id,
         inbound.sender_name,
         inbound.message_id,
@@ -37,7 +38,7 @@ def well_formed(inbound: Inbound) -> Inbound:
         chat.reply_to or "",
         *(a.name for a in inbound.attachments),
     ]
-    if not needs_fixing("".join(strings)):
+    if text is inbound.text and not needs_fixing("".join(others)):
         return inbound
     chat = dataclasses.replace(
         chat,
@@ -49,7 +50,7 @@ def well_formed(inbound: Inbound) -> Inbound:
     return dataclasses.replace(
         inbound,
         chat=chat,
-        text=fix_text(inbound.text),
+        text=text,
         sender_id=fix_text(inbound.sender_id),
         sender_name=fix_text(inbound.sender_name),
         message_id=fix_text(inbound.message_id),

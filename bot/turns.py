@@ -104,7 +104,8 @@ class TurnRunner:
             if not items:
                 return TurnOutcome(None, bool(notices) and channel is not None)
         text, images = _user_text(key, items)
-        text = fix_text(text)  # transcripts and extracted file text come from outside too
+        # Transcripts and extracted file text come from outside too (NUL: the guard's).
+        text = fix_text(text, keep_nul=True)
         user_content: list[Block] = [*images, {"type": "text", "text": text}]
         if not all(item.system for item in turn.items):
             guard = self.config.agent.guard

@@ -135,14 +135,15 @@ async def test_chat_runs_one_turn_through_the_daemon(
 
 
 async def test_a_control_request_with_a_lone_surrogate_is_answered(tmp_path: Path) -> None:
-    # JSON allows "\ud800"; a script may send it. It becomes U+FFFD, and the turn is saved.
+    # JSON allows "\ud800"; a script may send it. It becomes U+FFFD, and the turn is saved;
+    # the NUL is the input guard's to report and take out, as in a chat message.
     async with FakeAnthropic() as fake, running_daemon(tmp_path, fake, {}) as daemon:
         path = socket_path(daemon.config)
         reader, writer = await asyncio.open_unix_connection(str(path))
         writer.write(b'{"op": "chat", "args": {"text": "hi \\ud800\\u0000 there"}}\n')
         answer = json.loads(await reader.readline())
         writer.close()
-        assert answer["code"] == 0 and answer["out"] == "echo: hi \ufffd\ufffd there\n"
+        assert answer["code"] == 0 and answer["out"] == "echo: hi \ufffd there\n"  # NUL: guard
         assert daemon.store is not None
         (session,) = await daemon.store.list_sessions()
         assert len(await daemon.store.messages(session.id)) == 2

@@ -1,6 +1,7 @@
 """Lone UTF-16 surrogates ("\\ud800" in a JSON escape) and NUL from a platform or from the
 model: the message is answered, the reply is sent, and the session's history stays sendable
-(and storable in PostgreSQL, whose text refuses NUL)."""
+(and storable in PostgreSQL, whose text refuses NUL). A NUL in a user's message is left for
+the input guard, which reports it (`null_bytes`) and keeps it from the model."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ async def model() -> AsyncIterator[FakeAnthropic]:
 
 
 async def test_lone_surrogates_from_telegram_and_from_the_model(
-    tmp_path: Path, model: FakeAnthropic
+    tmp_path: Path, model: FakeAnthropic, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with FakeTelegram() as tg:
         channel = {"enabled": True, "token": TOKEN, "base_url": tg.base_url, "allow_from": ["42"]}
@@ -72,7 +73,9 @@ async def test_lone_surrogates_from_telegram_and_from_the_model(
         try:
             tg.dm("hi \ud800 there\x00", user_id=42)  # sent as a \ud800 escape, as JSON allows
             await tg.wait_for("sendMessage", 1, timeout=10)
-            assert tg.texts()[-1] == f"echo: hi {REPLACEMENT} there{REPLACEMENT}"
+            # The NUL is the input guard's: reported, and kept from the model.
+            assert tg.texts()[-1] == f"echo: hi {REPLACEMENT} there"
+            assert "patterns=null_bytes" in caplog.text
 
             model.queue(Reply.text("a broken \udfff reply"))
             tg.dm("second", user_id=42)
@@ -84,10 +87,7 @@ async def test_lone_surrogates_from_telegram_and_from_the_model(
             assert tg.texts()[-1] == "echo: third"
             assert last_user_text(model.requests[-1]) == "third"
             sent = str(model.requests[-1]["messages"])
-            assert (
-                f"hi {REPLACEMENT} there{REPLACEMENT}" in sent
-                and f"a broken {REPLACEMENT} reply" in sent
-            )
+            assert f"hi {REPLACEMENT} there" in sent and f"a broken {REPLACEMENT} reply" in sent
             assert daemon.store is not None
             (session,) = await daemon.store.list_sessions()
             assert len(await daemon.store.messages(session.id)) == 6  # three turns, all saved
