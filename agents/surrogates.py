@@ -4,6 +4,8 @@ A lone UTF-16 surrogate ("\\ud800") is refused by UTF-8 itself, so by every data
 model API; NUL ("\\u0000") by PostgreSQL's text columns. A platform's update or a model's
 stream can carry either; each is replaced by U+FFFD where text enters Perch, so one hostile
 character can neither fail a turn nor leave a history or summary that cannot be stored or sent.
+A NUL in a user's message text is the exception (`keep_nul`): the input guard reports it and
+takes it out of what the model reads.
 """
 
 from __future__ import annotations

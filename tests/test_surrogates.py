@@ -41,6 +41,14 @@ def test_fixed_text_is_utf8_of_the_same_length(text: str) -> None:
     )
 
 
+@given(TEXT)
+def test_keep_nul_fixes_only_the_surrogates(text: str) -> None:
+    fixed = fix_text(text, keep_nul=True)
+    fixed.encode("utf-8")
+    assert fixed.count("\x00") == text.count("\x00")
+    assert fixed.replace("\x00", REPLACEMENT) == fix_text(text)
+
+
 @given(st.text(max_size=40))
 def test_text_without_surrogates_or_nul_is_returned_as_is(text: str) -> None:
     assert fix_text(text) is text or "\x00" in text
