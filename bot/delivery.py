@@ -56,10 +56,11 @@ log = logging.getLogger(__name__)
 
 ReplyKind = Literal["reply", "heartbeat"]
 MAX_OK_REST = 300  # chars that may accompany HEARTBEAT_OK and still be dropped
-# The most of one reply a chat receives: about ten messages of 4,096 characters, more than a
-# model writes within its default `max_tokens` (8,192). A model that runs on (a looping local model, a
-# server that ignores max_tokens) cannot flood a chat with hundreds of messages.
-MAX_REPLY_CHARS = 40_000
+# The most of one reply a chat receives: about 25 messages of 4,096 characters, well above
+# what a model writes within its default `max_tokens` (8,192, some 35,000 characters). A
+# model that runs on (a looping local model, a server that ignores max_tokens) cannot flood
+# a chat with hundreds of messages.
+MAX_REPLY_CHARS = 100_000
 _FENCE = re.compile(r"^ {0,3}(?:```|~~~)", re.MULTILINE)
 
 # Line markers the sanitizer removes with what follows them; a last line that is still the

@@ -327,7 +327,7 @@ async def test_a_model_that_runs_on_sends_a_bounded_reply_to_telegram(
             await settle(daemon)
         finally:
             await daemon.stop()
-    assert len(texts) <= MAX_REPLY_CHARS // 4096 + 2  # about ten messages, not 270
+    assert len(texts) <= MAX_REPLY_CHARS // 4096 + 2  # about 25 messages, not 270
     assert "Paragraph 0:" in texts[0]
     assert "more characters not sent." in texts[-1]
     answer = fake.requests[1]["messages"][1]["content"][0]["text"]
