@@ -392,9 +392,7 @@ def prepare_history(
     limited = _last_turns(messages, max_turns)
     # The usual history is far under the pruning threshold: then nothing is copied before the
     # repair stage, which builds new dicts anyway (the inputs are still never mutated).
-    if context_window_tokens > 0 and limited:
-        chars, images = _chars_and_images(limited)
-        tokens = -(-chars // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
-        if tokens / context_window_tokens >= SOFT_RATIO:
-            return repair_tool_pairing(prune_tool_results(limited, context_window_tokens))
+    window = context_window_tokens
+    if window > 0 and limited and estimate_tokens(limited) / window >= SOFT_RATIO:
+        return repair_tool_pairing(prune_tool_results(limited, window))
     return repair_tool_pairing(limited)

@@ -97,11 +97,9 @@ def test_any_text_encodes_and_lone_surrogates_become_replacement_characters(
     ]
     req = request(messages=messages, system=[{"type": "text", "text": system_text}])
     body = json.loads(BodyEncoder().encode(req))
-    surrogates = any(0xD800 <= ord(c) <= 0xDFFF for c in "".join([*texts, system_text]))
-    # Sent as they are, unless a lone surrogate makes that impossible: then as fixed
-    # (`fix_data` also replaces NUL, which JSON itself escapes and carries).
-    assert body["messages"] == (fix_data(messages) if surrogates else messages)
-    assert body["system"] == (fix_data(req.system) if surrogates else req.system)
+    # A lone surrogate (no API takes one) becomes U+FFFD; NUL is sent, as JSON escapes it.
+    assert body["messages"] == fix_data(messages, keep_nul=True)
+    assert body["system"] == fix_data(req.system, keep_nul=True)
 
 
 async def test_the_sdk_stream_message_class_survives_garbage_collection() -> None:

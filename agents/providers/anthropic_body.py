@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.model import ModelRequest
-from agents.providers.json_body import EncodedOnce, encoder, utf8
+from agents.providers.json_body import EncodedOnce, encoder, head, utf8
 
 _STABLE_MIN_CHARS = 512  # shorter strings are cheaper to encode than to look up
 
@@ -26,13 +26,7 @@ class BodyEncoder:
         self._memo = EncodedOnce()
 
     def encode(self, request: ModelRequest) -> bytes:
-        parts = [
-            '{"model":',
-            encoder.encode(request.model),
-            ',"max_tokens":',
-            str(int(request.max_tokens)),
-            ',"stream":true',
-        ]
+        parts = head(request)
         if request.system:
             parts += [',"system":', self._system(request.system)]
         if request.tools:
@@ -40,7 +34,7 @@ class BodyEncoder:
         if request.temperature is not None:
             parts += [',"temperature":', encoder.encode(float(request.temperature))]
         parts += [',"messages":', encoder.encode(request.messages), "}"]
-        return utf8("".join(parts), _fields(request))
+        return utf8(parts)
 
     def _system(self, blocks: list[Any]) -> str:
         out: list[str] = []
@@ -54,16 +48,3 @@ class BodyEncoder:
             sep = "," if rest else ""
             out.append(f'{head}{sep}"text":{self._memo.encode(text)}}}')
         return "[" + ",".join(out) + "]"
-
-
-def _fields(request: ModelRequest) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
-    body["stream"] = True
-    if request.system:
-        body["system"] = request.system
-    if request.tools:
-        body["tools"] = request.tools
-    if request.temperature is not None:
-        body["temperature"] = float(request.temperature)
-    body["messages"] = request.messages
-    return body

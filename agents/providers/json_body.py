@@ -11,9 +11,11 @@ schemas, the persona text) while they are the same objects.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from agents.surrogates import fix_data
+from agents.model import ModelRequest
+from agents.surrogates import fix_text
 
 encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _MEMO_SIZE = 16
@@ -26,7 +28,7 @@ class EncodedOnce:
     def __init__(self) -> None:
         self._entries: dict[int, tuple[object, str]] = {}
 
-    def encode(self, value: object, build: Any = None) -> str:
+    def encode(self, value: Any, build: Callable[[Any], object] | None = None) -> str:
         """The JSON of `value` (or of `build(value)`, a conversion made once with it)."""
         entry = self._entries.get(id(value))
         if entry is not None and entry[0] is value:
@@ -38,10 +40,17 @@ class EncodedOnce:
         return encoded
 
 
-def utf8(text: str, fields: dict[str, Any]) -> bytes:
-    """`text` (JSON) as UTF-8; if a lone surrogate got past the intake, the JSON of `fields`
-    fixed instead (each surrogate U+FFFD), since no API takes one."""
+def head(request: ModelRequest, stream: str = ',"stream":true') -> list[str]:
+    """The start of a streamed request body: model, max_tokens and the stream flags."""
+    model, max_tokens = encoder.encode(request.model), int(request.max_tokens)
+    return ['{"model":', model, ',"max_tokens":', str(max_tokens), stream]
+
+
+def utf8(parts: list[str]) -> bytes:
+    """The body from its JSON `parts`, as UTF-8. A lone surrogate that got past the intake
+    (no API takes one) can only stand inside a JSON string there: it becomes U+FFFD."""
+    text = "".join(parts)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        return encoder.encode(fix_data(fields)).encode("utf-8")
+        return fix_text(text).encode("utf-8")

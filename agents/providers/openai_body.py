@@ -9,10 +9,8 @@ schemas are the same object.
 
 from __future__ import annotations
 
-from typing import Any
-
 from agents.model import ModelRequest
-from agents.providers.json_body import EncodedOnce, encoder, utf8
+from agents.providers.json_body import EncodedOnce, encoder, head, utf8
 from agents.providers.openai_wire import to_chat_messages, to_chat_tools
 
 
@@ -24,27 +22,10 @@ class ChatBodyEncoder:
 
     def encode(self, request: ModelRequest, tool_images: bool = True) -> bytes:
         messages = to_chat_messages(request.system, request.messages, tool_images=tool_images)
-        parts = [
-            '{"model":',
-            encoder.encode(request.model),
-            ',"max_tokens":',
-            str(int(request.max_tokens)),
-            ',"stream":true,"stream_options":{"include_usage":true}',
-        ]
+        parts = head(request, ',"stream":true,"stream_options":{"include_usage":true}')
         if request.tools:
             parts += [',"tools":', self._tools.encode(request.tools, to_chat_tools)]
         if request.temperature is not None:
             parts += [',"temperature":', encoder.encode(float(request.temperature))]
         parts += [',"messages":', encoder.encode(messages), "}"]
-        fields: dict[str, Any] = {"model": request.model, "messages": messages}
-        if request.tools:
-            fields["tools"] = to_chat_tools(request.tools)
-        return utf8("".join(parts), fields | _rest(request))
-
-
-def _rest(request: ModelRequest) -> dict[str, Any]:
-    rest: dict[str, Any] = {"max_tokens": request.max_tokens, "stream": True}
-    rest["stream_options"] = {"include_usage": True}
-    if request.temperature is not None:
-        rest["temperature"] = float(request.temperature)
-    return rest
+        return utf8(parts)
