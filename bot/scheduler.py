@@ -111,7 +111,7 @@ class Scheduler:
         if every > 0:
             self._aps.add_job(
                 self._spawner(self._heartbeat_tick),
-                IntervalTrigger(seconds=max(every, 1.0), timezone=UTC),
+                self._heartbeat_trigger(max(every, 1.0)),
                 id="heartbeat",
             )
             log.info(
@@ -289,13 +289,23 @@ class Scheduler:
 
         return spawn
 
+    def _heartbeat_trigger(self, every: float) -> IntervalTrigger:
+        """Every `every` seconds on a grid counted from the epoch (UTC): `30m` beats at :00
+        and :30. A restart keeps the times (counted from each start, a daemon restarted more
+        often than `every` would never beat), and instances sharing a store tick at the same
+        moments, so one claim decides each tick (from their own starts their ticks fall in
+        different intervals and two of them beat moments apart)."""
+        return IntervalTrigger(
+            seconds=every, start_date=datetime.fromtimestamp(0, UTC), timezone=UTC
+        )
+
     async def _heartbeat_tick(self) -> None:
         if self.heartbeat is None:
             return
         if self.budget_gate is not None and await self.budget_gate():
             return
         every = max(self.config.heartbeat.every, 1.0)
-        slot = (time.time() // every) * every  # the same tick on every instance
+        slot = round(time.time() / every) * every  # the grid point this tick fired at
         if not await once.take(self.store, "heartbeat", slot):
             return
         try:

@@ -318,3 +318,19 @@ async def test_scheduled_heartbeat_fires_on_its_own_and_shows_in_status(
         assert "next_heartbeat" in daemon.status()
         answer(fake, "Scheduled alert.")
         assert await chan.wait_sent(1, timeout=5) == ["Scheduled alert."]
+
+
+async def test_heartbeats_keep_clock_times_across_a_restart(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    # Counted from each start, a daemon restarted more often than `every` would never beat.
+    overrides: dict[str, Any] = {**OWNER, "heartbeat.every": "30m", "heartbeat.timezone": "UTC"}
+    shown: list[str] = []
+    for _ in range(2):
+        now = datetime.now(UTC)
+        async with running_daemon(
+            tmp_path, fake, {"telegram": MemoryChannel("telegram")}, overrides
+        ) as daemon:
+            shown.append(daemon.status()["next_heartbeat"])
+        when = datetime.strptime(shown[-1], "%Y-%m-%d %H:%M UTC").replace(tzinfo=UTC)
+        assert when.minute in (0, 30) and 0 < (when - now).total_seconds() <= 1800, (shown, now)

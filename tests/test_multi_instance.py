@@ -354,16 +354,17 @@ async def test_each_heartbeat_tick_runs_on_one_instance_and_goes_on_when_one_die
         await two.start()
         await one.wait_ready()
         await two.wait_ready()
-        await eventually(lambda: len(beats) >= 4, timeout=30)
+        await eventually(lambda: len(beats) >= 6, timeout=40)
         both_up = len(beats)
         one.kill()
         await one.proc.wait()  # type: ignore[union-attr]
         await eventually(lambda: len(beats) >= both_up + 3, timeout=30)  # the other goes on
         assert await two.stop() == 0, two.log[-3000:]
-    # Both instances tick every interval; each interval's tick ran on one of them: as many
-    # beats as intervals went by (twice as many if both had run every tick).
+    # Both instances tick at the same moments; each tick ran on one of them: as many beats as
+    # intervals went by, give or take one for a first beat slowed by start-up (twice as many
+    # if both had run every tick).
     together = beats[:both_up]
-    assert len(together) <= (together[-1] - together[0]) / every + 1.5, together
+    assert len(together) <= (together[-1] - together[0]) / every + 2, together
     # Each answer went out once (a tick whose instance was killed before it sent is lost).
     sent = tg.texts()
     assert len(sent) == len(set(sent)) >= len(beats) - 1, (sent, len(beats))
