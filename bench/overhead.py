@@ -92,6 +92,7 @@ async def profile_perch(
     profiler.disable()
     if PROFILE_DIR:  # for pstats: `--profile-dir DIR`
         name = "".join(c if c.isalnum() else "_" for c in label)
+        Path(PROFILE_DIR).mkdir(parents=True, exist_ok=True)
         profiler.dump_stats(str(Path(PROFILE_DIR) / f"{name}.prof"))
     await wire.call("turns")
     print(f"  cProfile of {turns} more turns, {label}:")
