@@ -92,7 +92,6 @@ async def profile_perch(
     profiler.disable()
     if PROFILE_DIR:  # for pstats: `--profile-dir DIR`
         name = "".join(c if c.isalnum() else "_" for c in label)
-        Path(PROFILE_DIR).mkdir(parents=True, exist_ok=True)
         profiler.dump_stats(str(Path(PROFILE_DIR) / f"{name}.prof"))
     await wire.call("turns")
     print(f"  cProfile of {turns} more turns, {label}:")
@@ -162,6 +161,8 @@ def main() -> None:
     users = args.users or -(-(args.warmup + args.turns) // 12)
     global PROFILE_DIR
     PROFILE_DIR = args.profile_dir or ""
+    if PROFILE_DIR:
+        Path(PROFILE_DIR).mkdir(parents=True, exist_ok=True)
     report = asyncio.run(main_async(args.turns, users, args.warmup, args.streaming, args.profile))
     report.save(args.json)
 

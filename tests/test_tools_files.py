@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agents.tools.base import ToolContext, ToolError, ToolRegistry
+from agents.tools.disk_room import keep_free
 from agents.tools.files import (
     EditFileTool,
     ListDirTool,
@@ -255,6 +257,28 @@ async def test_write_file_refuses_content_over_the_cap(tmp_path: Path) -> None:
     with pytest.raises(ToolError, match="over the 10-byte cap"):
         await WriteFileTool(max_bytes=10).run({"path": "x", "content": "y" * 11}, ctx_for(tmp_path))
     assert not (tmp_path / "x").exists()
+
+
+async def test_writes_stop_short_of_filling_the_disk(tmp_path: Path) -> None:
+    # A model writing file after file (each under the cap) must not fill the disk that the
+    # history and logs live on: as if only the kept-free floor were left, nothing is written.
+    (tmp_path / "f.md").write_text("alpha\n")
+    floor = shutil.disk_usage(tmp_path).free + 2**20
+    attempts: list[tuple[Any, dict[str, str]]] = [
+        (WriteFileTool(keep_free=floor), {"path": "x", "content": "y" * 4096}),
+        (EditFileTool(keep_free=floor), {"path": "f.md", "old_text": "alpha", "new_text": "b"}),
+    ]
+    for tool, args in attempts:
+        with pytest.raises(ToolError, match=r"MB free.*Nothing was written"):
+            await tool.run(args, ctx_for(tmp_path))
+    assert not (tmp_path / "x").exists() and (tmp_path / "f.md").read_text() == "alpha\n"
+    await WriteFileTool(keep_free=0).run({"path": "x", "content": "y"}, ctx_for(tmp_path))
+    assert (tmp_path / "x").read_text() == "y"
+
+
+def test_the_kept_free_floor_is_256_mib_or_5_percent_of_a_small_disk() -> None:
+    assert keep_free(100 * 2**30) == 256 * 2**20
+    assert keep_free(2**30) == int(0.05 * 2**30)
 
 
 async def test_edit_file_replaces_a_unique_occurrence(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -46,6 +47,14 @@ async def test_append_uses_the_clocks_local_date_for_the_file(tmp_path: Path) ->
     clock = FakeClock(datetime(2026, 3, 14, 23, 30, tzinfo=timezone(timedelta(hours=-5))))
     await MemoryAppendTool(clock=clock).run({"text": "late note"}, ctx_for(tmp_path))
     assert (tmp_path / "memory/2026-03-14.md").exists()
+
+
+async def test_append_stops_short_of_filling_the_disk(tmp_path: Path) -> None:
+    floor = shutil.disk_usage(tmp_path).free + 2**20  # as if only the kept-free floor were left
+    clock = FakeClock(datetime(2026, 1, 2, 8, 0, tzinfo=TZ))
+    with pytest.raises(ToolError, match=r"MB free.*Nothing was written"):
+        await MemoryAppendTool(clock=clock, keep_free=floor).run({"text": "x"}, ctx_for(tmp_path))
+    assert not (tmp_path / "memory").exists()
 
 
 async def test_concurrent_appends_keep_every_line_whole(tmp_path: Path) -> None:

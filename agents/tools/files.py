@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolResult
+from agents.tools.disk_room import ensure_room
 from agents.tools.file_io import list_entries, read_text, write_atomic
 
 DEFAULT_MAX_READ_BYTES = 2_000_000
@@ -156,8 +157,11 @@ class WriteFileTool:
         "directories are created). Replaces the whole file: use edit_file for small changes."
     )
 
-    def __init__(self, *, max_bytes: int = DEFAULT_MAX_WRITE_BYTES) -> None:
+    def __init__(
+        self, *, max_bytes: int = DEFAULT_MAX_WRITE_BYTES, keep_free: int | None = None
+    ) -> None:
         self.max_bytes = max_bytes
+        self.keep_free = keep_free  # bytes left free on the disk (None: disk_room's rule)
         self.input_schema: dict[str, Any] = {
             "type": "object",
             "properties": {
@@ -181,6 +185,7 @@ class WriteFileTool:
         if real == ctx.workspace.resolve():
             raise ToolError("path names the workspace itself; give a file path")
         parts = _parts(ctx.workspace, real)
+        ensure_room(ctx.workspace, len(data), self.keep_free)
         await asyncio.to_thread(write_atomic, ctx.workspace, parts, shown, data)
         return ToolResult(f"Wrote {len(data):,} bytes to {shown}")
 
@@ -195,8 +200,11 @@ class EditFileTool:
         "unique. new_text may be empty to delete."
     )
 
-    def __init__(self, *, max_bytes: int = DEFAULT_MAX_READ_BYTES) -> None:
+    def __init__(
+        self, *, max_bytes: int = DEFAULT_MAX_READ_BYTES, keep_free: int | None = None
+    ) -> None:
         self.max_bytes = max_bytes
+        self.keep_free = keep_free  # bytes left free on the disk (None: disk_room's rule)
         self.input_schema: dict[str, Any] = {
             "type": "object",
             "properties": {
@@ -233,6 +241,7 @@ class EditFileTool:
             )
         updated = text.replace(old_text, new_text, 1)
         data = updated.encode("utf-8")
+        ensure_room(ctx.workspace, len(data), self.keep_free)
         await asyncio.to_thread(write_atomic, ctx.workspace, parts, shown, data)
         return ToolResult(f"Edited {shown}: replaced 1 occurrence")
 

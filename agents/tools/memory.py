@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolResult
+from agents.tools.disk_room import ensure_room
 from agents.tools.file_io import open_regular
 from agents.tools.files import resolve_in_workspace
 
@@ -96,8 +97,9 @@ class MemoryAppendTool:
         "follow-ups worth recalling in later conversations. One self-contained note per call."
     )
 
-    def __init__(self, *, clock: Clock = local_now) -> None:
+    def __init__(self, *, clock: Clock = local_now, keep_free: int | None = None) -> None:
         self._clock = clock
+        self.keep_free = keep_free  # bytes left free on the disk (None: disk_room's rule)
         self.input_schema: dict[str, Any] = {
             "type": "object",
             "properties": {
@@ -119,10 +121,10 @@ class MemoryAppendTool:
         now = self._clock()
         rel = f"memory/{now:%Y-%m-%d}.md"
         real = resolve_in_workspace(ctx.workspace, rel)
+        bullet = _bullet(text, now)
+        ensure_room(ctx.workspace, len(bullet.encode("utf-8")), self.keep_free)
         try:
-            await asyncio.to_thread(
-                _append, ctx.workspace, real, f"# {now:%Y-%m-%d}", _bullet(text, now)
-            )
+            await asyncio.to_thread(_append, ctx.workspace, real, f"# {now:%Y-%m-%d}", bullet)
         except OSError as exc:
             raise ToolError(f"cannot append to {rel} ({exc.strerror})") from None
         return ToolResult(f"Saved to {rel}")

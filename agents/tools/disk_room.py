@@ -1,0 +1,43 @@
+"""Room on the disk: a tool's write never takes the workspace's filesystem below a floor.
+
+The workspace usually shares its disk with Perch's database and logs. Each `write_file` is
+capped, but a runaway or hostile model writing file after file would fill the disk, and on a
+full disk the next turn's history cannot be saved. `ensure_room(workspace, adding)` raises
+`ToolError` when writing `adding` more bytes would leave less than `keep_free(total)`: 256 MiB,
+or 5% of a smaller filesystem. Tools that write (`write_file`, `edit_file`, `memory_append`)
+ask before each write; `exec` is bounded per file by its `RLIMIT_FSIZE` instead.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from agents.tools.base import ToolError
+
+KEEP_FREE_BYTES = 256 * 1024 * 1024
+KEEP_FREE_SHARE = 0.05
+_MB = 1024 * 1024
+
+
+def keep_free(total: int) -> int:
+    """The bytes kept free on a filesystem of `total` bytes."""
+    return min(KEEP_FREE_BYTES, int(total * KEEP_FREE_SHARE))
+
+
+def ensure_room(workspace: Path, adding: int, keep: int | None = None) -> None:
+    """ToolError if writing `adding` bytes would leave less than `keep` (default
+    `keep_free(total)`) free on the filesystem holding `workspace`."""
+    try:
+        usage = shutil.disk_usage(workspace)
+    except OSError:  # cannot tell: the write itself reports a real problem plainly
+        return
+    floor = keep_free(usage.total) if keep is None else keep
+    if usage.free - adding >= floor:
+        return
+    raise ToolError(
+        f"the disk holding the workspace has {usage.free / _MB:,.0f} MB free; writing "
+        f"{adding:,} bytes would leave less than the {floor / _MB:,.0f} MB kept free for "
+        "Perch's history and logs. Nothing was written: delete files no longer needed, or "
+        "tell the user the disk is nearly full"
+    )
