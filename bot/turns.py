@@ -24,6 +24,7 @@ from agents.loop import AgentLoop, RunRequest, RunResult
 from agents.model import Block, Message
 from agents.pricing import context_window
 from agents.prompt import PromptBuilder, PromptMode, RuntimeInfo
+from agents.sanitize import sanitize_output
 from agents.surrogates import fix_text
 from agents.tools.base import ToolContext, ToolRegistry
 from bot.chat_media import ChatMedia
@@ -42,6 +43,10 @@ log = logging.getLogger(__name__)
 
 SUMMARY_ACK = "Understood. I have the summary of our earlier conversation."
 ERROR_REPLY = "Sorry, I couldn't answer that: {error}"
+EMPTY_REPLY = (
+    "The model sent back an empty answer, so there is nothing to show. Please send your "
+    "message again, or rephrase it."
+)
 
 
 @dataclass(slots=True)
@@ -208,7 +213,12 @@ class TurnRunner:
                 context_tokens=result.context_tokens or None,
                 origin=request.context.origin or None,
             )
-            delivered = await _deliver(result, reply)
+            text = result.text
+            if reply is not None and _empty_answer(result) and _asked_in_a_dm(key, turn):
+                # Silence here is indistinguishable from a hung daemon: say what happened.
+                log.warning("model %s sent back an empty answer in %s", result.model, key)
+                text = EMPTY_REPLY
+            delivered = await _deliver(result, reply, text)
         log.info(
             "turn %s in %.2fs by %s, %d iterations, %d+%d tokens, $%.4f",
             result.status,
@@ -298,8 +308,25 @@ async def _widened(
         stored, total = await store.recent_messages(session_id, limit)
 
 
-async def _deliver(result: RunResult, reply: TurnReply | None) -> bool:
-    """Hand the run's outcome to the delivery path; True if a reply was sent."""
+def _empty_answer(result: RunResult) -> bool:
+    """The run ended normally with nothing a user could see (no text, or only reasoning or
+    markup the sanitizer removes) and never called a tool. Not NO_REPLY, a chosen silence; a
+    run that used tools may have answered through them (the `message` tool) or done its job."""
+    if result.status != "ok" or sanitize_output(result.text).strip():
+        return False
+    blocks = (b for m in result.new_messages if m["role"] == "assistant" for b in m["content"])
+    return not any(b.get("type") == "tool_use" for b in blocks)
+
+
+def _asked_in_a_dm(key: SessionKey, turn: Turn) -> bool:
+    """A person wrote in a DM (not a group, where the model may keep quiet, and not only
+    system items such as a cron job's prompt)."""
+    return not key.root.is_group and not all(item.system for item in turn.items)
+
+
+async def _deliver(result: RunResult, reply: TurnReply | None, text: str) -> bool:
+    """Hand the run's outcome (`text` for its final reply) to the delivery path; True if a
+    reply was sent."""
     if reply is None:
         return False
     if result.status == "cancelled":
@@ -308,7 +335,7 @@ async def _deliver(result: RunResult, reply: TurnReply | None) -> bool:
     if result.status == "error":
         await reply.fail(ERROR_REPLY.format(error=result.error))
         return True
-    return await reply.finish(result.text)
+    return await reply.finish(text)
 
 
 def _user_text(key: SessionKey, items: list[Pending]) -> tuple[str, list[Block]]:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from bot.gateway import DROPPED_NOTICE
+from bot.turns import EMPTY_REPLY
 from bot.inbox_payload import inbound_to_payload
 from bot.sessions import SessionKey
 from bot.store import Store, open_store
@@ -277,6 +278,34 @@ async def test_silent_reply_is_saved_but_not_sent(tmp_path: Path, fake: FakeAnth
         saved = await store.messages(session.id)
     assert chan.sent == []
     assert saved[-1]["content"][0]["text"] == "NO_REPLY"
+
+
+@pytest.mark.parametrize("empty", ["", "  \n", "<think>nothing to say</think>"])
+async def test_an_empty_answer_in_a_dm_is_explained_not_left_silent(
+    tmp_path: Path, fake: FakeAnthropic, empty: str
+) -> None:
+    # Peers' users read a silent bot as a dead one; NO_REPLY stays the model's way to be quiet.
+    fake.queue(Reply.text(empty))
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS):
+        await chan.say("what now?")
+        assert await chan.wait_sent(1) == [EMPTY_REPLY]
+
+
+async def test_empty_answers_after_tools_or_in_groups_stay_silent(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    fake.queue(Reply.tool_use([("list_dir", {"path": "."})]), Reply.text(""), Reply.text(""))
+    chan = MemoryChannel("telegram")
+    overrides = {**OPEN_DMS, **GROUPS}
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, overrides) as daemon:
+        await chan.say("tidy up")  # the run used a tool: it may have done its job
+        await fake.wait_requests(2)
+        await settle(daemon)
+        await chan.say("anyone?", chat_id="g1", sender="user1", group=True)
+        await fake.wait_requests(3)
+        await settle(daemon)
+    assert chan.sent == []
 
 
 async def test_model_failure_tells_the_user_plainly(tmp_path: Path, fake: FakeAnthropic) -> None:
