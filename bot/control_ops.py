@@ -86,6 +86,7 @@ def default_chat_key(config: Config) -> SessionKey:
 def turn_reply(outcome: TurnOutcome) -> Reply:
     """What `perch chat` prints for a finished turn: the cleaned reply, or why there is none."""
     from bot.delivery import clean_reply
+    from bot.turns import empty_answer
 
     result = outcome.result
     if outcome.blocked:
@@ -97,7 +98,11 @@ def turn_reply(outcome: TurnOutcome) -> Reply:
     if result.status == "error":
         return Reply(1, err=f"perch chat: the model call failed: {result.error}\n")
     text = clean_reply(result.text)  # the delivery path's cleaning and NO_REPLY rules
-    return Reply(0, text.strip() + "\n") if text.strip() else Reply(0)
+    if text.strip():
+        return Reply(0, text.strip() + "\n")
+    if empty_answer(result):  # nothing on stdout either way; say which silence it was
+        return Reply(0, err="perch chat: the model sent back an empty answer\n")
+    return Reply(0)
 
 
 def render_daemon(daemon: dict[str, Any]) -> list[str]:

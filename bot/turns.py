@@ -214,7 +214,7 @@ class TurnRunner:
                 origin=request.context.origin or None,
             )
             text = result.text
-            if reply is not None and _empty_answer(result) and _asked_in_a_dm(key, turn):
+            if reply is not None and empty_answer(result) and _asked_in_a_dm(key, turn):
                 # Silence here is indistinguishable from a hung daemon: say what happened.
                 log.warning("model %s sent back an empty answer in %s", result.model, key)
                 text = EMPTY_REPLY
@@ -308,7 +308,7 @@ async def _widened(
         stored, total = await store.recent_messages(session_id, limit)
 
 
-def _empty_answer(result: RunResult) -> bool:
+def empty_answer(result: RunResult) -> bool:
     """The run ended normally with nothing a user could see (no text, or only reasoning or
     markup the sanitizer removes) and never called a tool. Not NO_REPLY, a chosen silence; a
     run that used tools may have answered through them (the `message` tool) or done its job."""

@@ -129,6 +129,12 @@ async def test_chat_runs_one_turn_through_the_daemon(
         assert capsys.readouterr().out == "echo: second\n"
         assert await perch("chat", "-m", "x", "--session", "nonsense", "--config", config) == 2
         assert "--session" in capsys.readouterr().err
+        fake.queue(Reply.text("NO_REPLY"), Reply.text(""))
+        assert await perch("chat", "-m", "quiet?", "--config", config) == 0
+        assert capsys.readouterr() == ("", "")  # a chosen silence
+        assert await perch("chat", "-m", "empty?", "--config", config) == 0
+        said = capsys.readouterr()
+        assert said.out == "" and said.err == "perch chat: the model sent back an empty answer\n"
         assert await perch("sessions", "--config", config) == 0
         listing = capsys.readouterr().out
     assert "agent:main:cli:local:dm:owner" in listing and key in listing
