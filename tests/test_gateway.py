@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from bot.gateway import DROPPED_NOTICE
-from bot.turns import EMPTY_REPLY
 from bot.inbox_payload import inbound_to_payload
 from bot.sessions import SessionKey
 from bot.store import Store, open_store
+from bot.turns import EMPTY_REPLY
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon
