@@ -52,6 +52,8 @@ from bot.store import Store
 
 log = logging.getLogger(__name__)
 
+_EPOCH = datetime.fromtimestamp(0, UTC)
+
 RETRY_DELAYS = (60.0, 120.0, 300.0)
 MISSED_GRACE = 24 * 3600.0
 MIN_TOOL_EVERY = 60.0  # the model may not schedule anything more often than this
@@ -111,17 +113,14 @@ class Scheduler:
         if every > 0:
             self._aps.add_job(
                 self._spawner(self._heartbeat_tick),
-                self._heartbeat_trigger(max(every, 1.0)),
+                # On a grid from the epoch (`30m`: :00 and :30 UTC): a restart keeps the
+                # times, and instances sharing a store tick together, one claim per tick.
+                IntervalTrigger(seconds=max(every, 1.0), start_date=_EPOCH, timezone=UTC),
                 id="heartbeat",
             )
-            log.info(
-                "heartbeat every %gs%s, next %s",
-                every,
-                f" within {self.config.heartbeat.active_hours}"
-                if self.config.heartbeat.active_hours
-                else "",
-                self.next_heartbeat() or "?",
-            )
+            hours = self.config.heartbeat.active_hours
+            within = f" within {hours}" if hours else ""
+            log.info("heartbeat every %gs%s, next %s", every, within, self.next_heartbeat() or "?")
         self._aps.add_job(
             self._spawner(self.poll),
             IntervalTrigger(seconds=max(self.poll_every, 0.1), timezone=UTC),
@@ -288,16 +287,6 @@ class Scheduler:
             task.add_done_callback(self._tasks.discard)
 
         return spawn
-
-    def _heartbeat_trigger(self, every: float) -> IntervalTrigger:
-        """Every `every` seconds on a grid counted from the epoch (UTC): `30m` beats at :00
-        and :30. A restart keeps the times (counted from each start, a daemon restarted more
-        often than `every` would never beat), and instances sharing a store tick at the same
-        moments, so one claim decides each tick (from their own starts their ticks fall in
-        different intervals and two of them beat moments apart)."""
-        return IntervalTrigger(
-            seconds=every, start_date=datetime.fromtimestamp(0, UTC), timezone=UTC
-        )
 
     async def _heartbeat_tick(self) -> None:
         if self.heartbeat is None:

@@ -6,6 +6,7 @@ and real python-telegram-bot / slack_sdk clients against the wire fakes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import re
 from collections.abc import AsyncIterator
@@ -250,7 +251,11 @@ async def test_the_message_tool_sends_cleaned_text(tmp_path: Path, fake: FakeAnt
 # -- on the wire: python-telegram-bot against the fake Bot API --------------------------------
 
 
-def _telegram_daemon(tmp_path: Path, model: FakeAnthropic, tg: FakeTelegram) -> Daemon:
+@contextlib.asynccontextmanager
+async def _telegram_daemon(
+    tmp_path: Path, model: FakeAnthropic, tg: FakeTelegram
+) -> AsyncIterator[Daemon]:
+    """A started daemon on the fake Bot API, DMs from user 42 allowed; stopped on exit."""
     overrides = {
         "channels.telegram": {
             "enabled": True,
@@ -259,7 +264,12 @@ def _telegram_daemon(tmp_path: Path, model: FakeAnthropic, tg: FakeTelegram) -> 
             "allow_from": ["42"],
         }
     }
-    return Daemon(make_config(tmp_path, model.base_url, overrides))
+    daemon = Daemon(make_config(tmp_path, model.base_url, overrides))
+    await daemon.start()
+    try:
+        yield daemon
+    finally:
+        await daemon.stop()
 
 
 def _wire_texts(tg: FakeTelegram) -> list[str]:
@@ -271,15 +281,10 @@ async def test_telegram_never_sees_the_thinking_in_a_preview_or_the_final(
 ) -> None:
     reply = "<think>secret</think>Hello, here is a longer answer for the preview. NO_REPLY"
     fake.queue(Reply.text(reply, chunk=2))
-    async with FakeTelegram() as tg:
-        daemon = _telegram_daemon(tmp_path, fake, tg)
-        await daemon.start()
-        try:
-            tg.dm("hi", user_id=42)
-            await fake.wait_requests(1, timeout=30)
-            await settle(daemon)
-        finally:
-            await daemon.stop()
+    async with FakeTelegram() as tg, _telegram_daemon(tmp_path, fake, tg) as daemon:
+        tg.dm("hi", user_id=42)
+        await fake.wait_requests(1, timeout=30)
+        await settle(daemon)
     final = render_telegram_html("Hello, here is a longer answer for the preview.")
     texts = _wire_texts(tg)
     assert texts[-1] == final or tg.texts()[-1] == final
@@ -314,19 +319,14 @@ async def test_a_model_that_runs_on_sends_a_bounded_reply_to_telegram(
     # A looping model (or a server ignoring max_tokens): 1 MB of distinct paragraphs.
     endless = "".join(f"Paragraph {i}: " + "lorem ipsum dolor " * 5 + "\n\n" for i in range(10_000))
     fake.queue(Reply.text(endless))
-    async with FakeTelegram() as tg:
-        daemon = _telegram_daemon(tmp_path, fake, tg)
-        await daemon.start()
-        try:
-            tg.dm("hi", user_id=42)
-            await fake.wait_requests(1, timeout=30)
-            await settle(daemon)
-            texts = tg.texts()
-            tg.dm("and then?", user_id=42)  # the history holds what the chat received
-            await fake.wait_requests(2, timeout=30)
-            await settle(daemon)
-        finally:
-            await daemon.stop()
+    async with FakeTelegram() as tg, _telegram_daemon(tmp_path, fake, tg) as daemon:
+        tg.dm("hi", user_id=42)
+        await fake.wait_requests(1, timeout=30)
+        await settle(daemon)
+        texts = tg.texts()
+        tg.dm("and then?", user_id=42)  # the history holds what the chat received
+        await fake.wait_requests(2, timeout=30)
+        await settle(daemon)
     assert len(texts) <= MAX_REPLY_CHARS // 4096 + 2  # about 25 messages, not 270
     assert "Paragraph 0:" in texts[0]
     assert "more characters not sent." in texts[-1]
@@ -338,17 +338,12 @@ async def test_telegram_preview_after_stop_shows_only_cleaned_text(
     tmp_path: Path, fake: FakeAnthropic
 ) -> None:
     fake.queue(Reply.stall("<think>secret</think>Hello wor", chunk=3))
-    async with FakeTelegram() as tg:
-        daemon = _telegram_daemon(tmp_path, fake, tg)
-        await daemon.start()
-        try:
-            tg.dm("hi", user_id=42)
-            (preview,) = await tg.wait_for("sendMessage", 1, timeout=30)
-            tg.dm("/stop", user_id=42)
-            await tg.wait_for("sendMessage", 2, timeout=30)
-            await settle(daemon)
-        finally:
-            await daemon.stop()
+    async with FakeTelegram() as tg, _telegram_daemon(tmp_path, fake, tg) as daemon:
+        tg.dm("hi", user_id=42)
+        (preview,) = await tg.wait_for("sendMessage", 1, timeout=30)
+        tg.dm("/stop", user_id=42)
+        await tg.wait_for("sendMessage", 2, timeout=30)
+        await settle(daemon)
     assert preview.params["text"] == render_telegram_html("Hello wor")
     assert tg.texts()[1] == "Stopped."
     assert all("secret" not in t and "think" not in t for t in _wire_texts(tg))
