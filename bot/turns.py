@@ -213,12 +213,13 @@ class TurnRunner:
                 context_tokens=result.context_tokens or None,
                 origin=request.context.origin or None,
             )
-            text = result.text
-            if reply is not None and empty_answer(result) and _asked_in_a_dm(key, turn):
-                # Silence here is indistinguishable from a hung daemon: say what happened.
+            delivered = await _deliver(result, reply)
+            unanswered = not delivered and _asked_in_a_dm(key, turn)
+            if reply is not None and unanswered and empty_answer(result):
+                # Silence here reads as a hung daemon (not NO_REPLY, a chosen one): say so.
                 log.warning("model %s sent back an empty answer in %s", result.model, key)
-                text = EMPTY_REPLY
-            delivered = await _deliver(result, reply, text)
+                await reply.channel.send(Outbound(reply.chat, EMPTY_REPLY))
+                delivered = True
         log.info(
             "turn %s in %.2fs by %s, %d iterations, %d+%d tokens, $%.4f",
             result.status,
@@ -324,9 +325,8 @@ def _asked_in_a_dm(key: SessionKey, turn: Turn) -> bool:
     return not key.root.is_group and not all(item.system for item in turn.items)
 
 
-async def _deliver(result: RunResult, reply: TurnReply | None, text: str) -> bool:
-    """Hand the run's outcome (`text` for its final reply) to the delivery path; True if a
-    reply was sent."""
+async def _deliver(result: RunResult, reply: TurnReply | None) -> bool:
+    """Hand the run's outcome to the delivery path; True if a reply was sent."""
     if reply is None:
         return False
     if result.status == "cancelled":
@@ -335,7 +335,7 @@ async def _deliver(result: RunResult, reply: TurnReply | None, text: str) -> boo
     if result.status == "error":
         await reply.fail(ERROR_REPLY.format(error=result.error))
         return True
-    return await reply.finish(text)
+    return await reply.finish(result.text)
 
 
 def _user_text(key: SessionKey, items: list[Pending]) -> tuple[str, list[Block]]:
