@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -199,3 +200,18 @@ async def test_missing_workspace_is_a_clear_error(tmp_path: Path) -> None:
 def test_description_says_it_is_not_a_sandbox() -> None:
     assert "Not a sandbox" in ExecTool().description
     assert os.path.exists("/bin/sh")
+
+
+async def test_a_command_cannot_write_past_the_disk_floor_but_can_delete(tmp_path: Path) -> None:
+    # A model with exec could otherwise fill the disk the history lives on, file by file.
+    (tmp_path / "old.log").write_bytes(b"x" * 10_000)
+    keep = shutil.disk_usage(tmp_path).free - 4096  # about 4 KB left above the floor
+    command = "head -c 1000000 /dev/zero > big; echo wrote; rm old.log && echo deleted"
+    result = await ExecTool(keep_free=keep).run({"command": command}, ctx_for(tmp_path))
+    assert (tmp_path / "big").stat().st_size < 100_000  # stopped near the 4 KB headroom
+    assert not (tmp_path / "old.log").exists() and "deleted" in result.content
+    assert "the disk is nearly full" in result.content
+    roomy = await ExecTool(keep_free=0).run(
+        {"command": "head -c 100000 /dev/zero > ok"}, ctx_for(tmp_path)
+    )
+    assert (tmp_path / "ok").stat().st_size == 100_000 and "nearly full" not in roomy.content

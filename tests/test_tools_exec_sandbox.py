@@ -172,6 +172,14 @@ async def test_memory_and_file_size_are_limited(ws: Path) -> None:
     assert (ws / "big.bin").stat().st_size <= 1024 * 1024
 
 
+async def test_inside_the_sandbox_no_file_grows_past_the_disk_floor(ws: Path) -> None:
+    keep = shutil.disk_usage(ws).free - 4096  # about 4 KB left above the floor
+    tool = ExecTool(sandbox=bwrap_sandbox(), keep_free=keep)
+    result = await tool.run({"command": "head -c 1000000 /dev/zero > big.bin"}, ctx_for(ws))
+    assert not result.content.startswith("[exit code 0]") and "nearly full" in result.content
+    assert (ws / "big.bin").stat().st_size < 100_000
+
+
 def _tasks_of(uid: int) -> int:
     count = 0
     for entry in Path("/proc").iterdir():

@@ -5,7 +5,9 @@ capped, but a runaway or hostile model writing file after file would fill the di
 full disk the next turn's history cannot be saved. `ensure_room(workspace, adding)` raises
 `ToolError` when writing `adding` more bytes would leave less than `keep_free(total)`: 256 MiB,
 or 5% of a smaller filesystem. Tools that write (`write_file`, `edit_file`, `memory_append`)
-ask before each write; `exec` is bounded per file by its `RLIMIT_FSIZE` instead.
+ask before each write. `exec` cannot be asked per write: `headroom(workspace)` caps the size
+any one file of a command may reach (`RLIMIT_FSIZE`), so near the floor a command cannot
+write past it (deleting files still works), and the next call sees the disk as it is.
 """
 
 from __future__ import annotations
@@ -23,6 +25,17 @@ _MB = 1024 * 1024
 def keep_free(total: int) -> int:
     """The bytes kept free on a filesystem of `total` bytes."""
     return min(KEEP_FREE_BYTES, int(total * KEEP_FREE_SHARE))
+
+
+def headroom(workspace: Path, keep: int | None = None) -> int | None:
+    """Bytes that may still be written on the workspace's filesystem before the floor (0
+    when it is reached); None when the filesystem cannot be asked."""
+    try:
+        usage = shutil.disk_usage(workspace)
+    except OSError:
+        return None
+    floor = keep_free(usage.total) if keep is None else keep
+    return max(usage.free - floor, 0)
 
 
 def ensure_room(workspace: Path, adding: int, keep: int | None = None) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from agents.cancel import Cancelled, CancelToken
 from agents.tools.base import ToolContext, ToolError, ToolResult
+from agents.tools.disk_room import headroom
 from agents.tools.sandbox import Sandbox
 
 SECRET_MARKERS = (
@@ -48,6 +49,7 @@ _SECRET_VALUE = re.compile(
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 EOF_GRACE_S = 1.0
 KILL_WAIT_S = 2.0
+NEARLY_FULL = 1024 * 1024 * 1024  # headroom under which a result says the disk is nearly full
 
 
 def is_secret_name(name: str) -> bool:
@@ -150,8 +152,10 @@ class ExecTool:
         max_output_chars: int = 20_000,
         allow_env: Iterable[str] = (),
         sandbox: Sandbox | None = None,
+        keep_free: int | None = None,
     ) -> None:
         self.sandbox = sandbox or Sandbox.none()
+        self.keep_free = keep_free  # bytes left free on the disk (None: disk_room's rule)
         self.timeout_s = timeout_s
         self.max_timeout_s = max_timeout_s
         self.max_output_chars = max_output_chars
@@ -206,6 +210,7 @@ class ExecTool:
         ctx.cancel.check()
 
         output = _CappedOutput(keep=self.max_output_chars * 4)
+        room = headroom(ctx.workspace, self.keep_free)  # no file may grow past it either
         # bwrap binds the real path; HOME and the working directory name that same path.
         workspace = ctx.workspace.resolve() if self.sandbox.mode == "bwrap" else ctx.workspace
         loop = asyncio.get_running_loop()
@@ -219,7 +224,7 @@ class ExecTool:
                 cwd=workspace,
                 env=build_env(workspace, self.allow_env),
                 start_new_session=True,
-                preexec_fn=self.sandbox.limits.preexec(),
+                preexec_fn=self.sandbox.limits.preexec(room),
             )
         )
         try:
@@ -256,6 +261,12 @@ class ExecTool:
             status = f"[exit code {code}]"
         if outcome == "lingering":
             text += "\n[background processes still holding the output were killed]"
+        if room is not None and room < NEARLY_FULL:
+            text += (
+                f"\n[the disk is nearly full: no file could grow past {room:,} bytes in this "
+                "command (signal 25 kills a write past it); the rest is kept free for Perch's "
+                "history. Deleting files works; tell the user if space is needed]"
+            )
         return ToolResult(f"{status}\n{text}")
 
 

@@ -42,13 +42,17 @@ class Limits:
     processes: int = 1024
     file_size_mb: int = 1024
 
-    def preexec(self) -> Callable[[], None]:
-        """A function for Popen's preexec_fn that sets these limits in the child."""
+    def preexec(self, max_file_bytes: int | None = None) -> Callable[[], None]:
+        """A function for Popen's preexec_fn that sets these limits in the child; with
+        `max_file_bytes` (the disk's headroom), no file may grow past that either."""
+        file_size = self.file_size_mb * _MB
+        if max_file_bytes is not None:  # at least 1: 0 would mean "no limit" below
+            file_size = max(min(file_size or max_file_bytes, max_file_bytes), 1)
         pairs = [
             (resource.RLIMIT_CPU, self.cpu_s),
             (resource.RLIMIT_AS, self.memory_mb * _MB),
             (resource.RLIMIT_NPROC, self.processes),
-            (resource.RLIMIT_FSIZE, self.file_size_mb * _MB),
+            (resource.RLIMIT_FSIZE, file_size),
         ]
         wanted = [(which, value) for which, value in pairs if value > 0]
 
