@@ -23,6 +23,7 @@ from agents.providers.anthropic import AnthropicClient
 from agents.providers.retry import backoff_delay, parse_retry_after
 from agents.providers.router import ModelRouter
 from tests.fakes.anthropic import FakeAnthropic, Reply
+from tests.fakes.blackhole import unaccepting_port
 
 KEY = "sk-ant-test-secret-123"
 ROOT = Path(__file__).resolve().parent.parent
@@ -428,6 +429,17 @@ async def test_unreachable_api_names_the_address(make_client: Any) -> None:
     assert message.startswith(f"Could not reach the model API at {base_url}")
     assert "gave up after 2 attempts" in message
     assert "providers.anthropic.base_url" in message
+
+
+async def test_a_host_that_never_accepts_a_connection_counts_as_unreachable(
+    make_client: Any,
+) -> None:
+    # A blackholed host would otherwise hold each attempt for the whole 600 s timeout.
+    with unaccepting_port() as port, pytest.raises(ModelError) as caught:
+        base_url = f"http://127.0.0.1:{port}"
+        await make_client(base_url, max_attempts=3, connect_timeout=0.3).complete(request())
+    assert caught.value.kind == "unreachable" and caught.value.may_fall_back
+    assert str(caught.value).startswith(f"Could not reach the model API at {base_url} (Connect")
 
 
 async def test_unanswered_request_times_out_and_is_retried(

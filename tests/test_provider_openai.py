@@ -18,6 +18,7 @@ from agents.providers.anthropic import AnthropicClient
 from agents.providers.openai import OpenAIClient
 from agents.providers.router import ModelRouter
 from tests.fakes.anthropic import FakeAnthropic, Reply
+from tests.fakes.blackhole import unaccepting_port
 from tests.fakes.openai import FakeOpenAI
 
 KEY = "sk-openai-test-secret"
@@ -334,6 +335,20 @@ def closed_port() -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     return sock
+
+
+async def test_a_host_that_never_accepts_a_connection_counts_as_unreachable() -> None:
+    with unaccepting_port() as port, pytest.raises(ModelError) as caught:
+        base_url = f"http://127.0.0.1:{port}/v1"
+        client = OpenAIClient(
+            KEY, base_url, name="local", sleep=SleepLog(), max_attempts=3, connect_timeout=0.3
+        )
+        try:
+            await client.complete(request())
+        finally:
+            await client.aclose()
+    assert caught.value.kind == "unreachable" and caught.value.may_fall_back
+    assert str(caught.value).startswith(f"Could not reach the model API at {base_url} (Connect")
 
 
 async def test_an_unreachable_server_fails_fast_and_says_so() -> None:

@@ -26,6 +26,7 @@ from agents.model import (
 from agents.pricing import Price, cost_usd
 from agents.providers.anthropic_body import BodyEncoder
 from agents.providers.retry import (
+    CONNECT_TIMEOUT_S,
     BrokenAfterText,
     Failure,
     GaveUp,
@@ -33,7 +34,9 @@ from agents.providers.retry import (
     Sleep,
     StreamCut,
     broken_error,
+    connect_timed_out,
     final_error,
+    nothing_answered,
     parse_retry_after,
 )
 
@@ -46,17 +49,6 @@ log = logging.getLogger(__name__)
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-
-
-def _unreachable(exc: BaseException | None) -> bool:
-    """True for failures where nothing answered: DNS, refused, unroutable."""
-    import httpx2
-
-    while exc is not None:
-        if isinstance(exc, httpx2.ConnectError):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
 
 
 def classify(exc: BaseException) -> Failure | None:
@@ -92,19 +84,21 @@ def classify(exc: BaseException) -> Failure | None:
             retry_after=parse_retry_after(headers),
         )
     if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-        return Failure("timeout", message=type(exc).__name__, retryable=True)
+        return connect_timed_out(exc) or Failure(
+            "timeout", message=type(exc).__name__, retryable=True
+        )
     if isinstance(exc, anthropic.APIConnectionError):
         cause = exc.__cause__
         detail = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
         return Failure(
-            "connection", message=detail[:300], retryable=True, unreachable=_unreachable(cause)
+            "connection", message=detail[:300], retryable=True, unreachable=nothing_answered(cause)
         )
     if isinstance(exc, httpx2.TransportError):
         return Failure(
             "connection",
             message=f"{type(exc).__name__}: {exc}"[:300],
             retryable=True,
-            unreachable=_unreachable(exc),
+            unreachable=nothing_answered(exc),
         )
     return None
 
@@ -151,6 +145,7 @@ class AnthropicClient:
         *,
         name: str = "anthropic",
         timeout: float = 600,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
         max_attempts: int = 8,
         backoff_base: float = 2.0,
         backoff_cap: float = 60.0,
@@ -163,6 +158,7 @@ class AnthropicClient:
         self._api_key = api_key
         self._base_url = base_url
         self._timeout = timeout
+        self._connect_timeout = min(connect_timeout, timeout)
         self._prices = dict(prices or {})
         self.policy = RetryPolicy(
             classify,
@@ -185,7 +181,7 @@ class AnthropicClient:
 
     def _sdk(self) -> AsyncAnthropic:
         if self._client is None:
-            from anthropic import AsyncAnthropic
+            from anthropic import AsyncAnthropic, Timeout
 
             _keep_stream_types()
 
@@ -193,7 +189,7 @@ class AnthropicClient:
                 api_key=self._api_key,
                 base_url=self._base_url,
                 max_retries=0,
-                timeout=self._timeout,
+                timeout=Timeout(self._timeout, connect=self._connect_timeout),
             )
         return self._client
 

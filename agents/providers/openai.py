@@ -27,6 +27,7 @@ from agents.providers.openai_wire import (
     ToolCallAccumulator,
 )
 from agents.providers.retry import (
+    CONNECT_TIMEOUT_S,
     RETRYABLE_STATUSES,
     BrokenAfterText,
     Failure,
@@ -35,7 +36,9 @@ from agents.providers.retry import (
     Sleep,
     StreamCut,
     broken_error,
+    connect_timed_out,
     final_error,
+    nothing_answered,
     parse_retry_after,
 )
 
@@ -47,16 +50,6 @@ log = logging.getLogger(__name__)
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NON_RETRYABLE_STREAM_ERRORS = frozenset({"invalid_request_error", "authentication_error"})
 _call_ids = itertools.count(1)
-
-
-def _unreachable(exc: BaseException | None) -> bool:
-    import httpx2
-
-    while exc is not None:
-        if isinstance(exc, httpx2.ConnectError):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
 
 
 def _error_fields(body: object) -> tuple[str | None, str | None]:
@@ -89,12 +82,14 @@ def classify(exc: BaseException) -> Failure | None:
             retry_after=parse_retry_after(exc.response.headers),
         )
     if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
-        return Failure("timeout", message=type(exc).__name__, retryable=True)
+        return connect_timed_out(exc) or Failure(
+            "timeout", message=type(exc).__name__, retryable=True
+        )
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__
         detail = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
         return Failure(
-            "connection", message=detail[:300], retryable=True, unreachable=_unreachable(cause)
+            "connection", message=detail[:300], retryable=True, unreachable=nothing_answered(cause)
         )
     if isinstance(exc, openai.APIError):  # an error object inside the stream
         error_type, message = _error_fields(exc.body)
@@ -110,7 +105,7 @@ def classify(exc: BaseException) -> Failure | None:
             "connection",
             message=f"{type(exc).__name__}: {exc}"[:300],
             retryable=True,
-            unreachable=_unreachable(exc),
+            unreachable=nothing_answered(exc),
         )
     return None
 
@@ -138,6 +133,7 @@ class OpenAIClient:
         *,
         name: str = "openai",
         timeout: float = 600,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
         max_attempts: int = 8,
         backoff_base: float = 2.0,
         backoff_cap: float = 60.0,
@@ -150,6 +146,7 @@ class OpenAIClient:
         self._api_key = api_key or "none"  # local servers take any key; the SDK wants one
         self._base_url = base_url or DEFAULT_BASE_URL
         self._timeout = timeout
+        self._connect_timeout = min(connect_timeout, timeout)
         self._prices = dict(prices or {})
         self.policy = RetryPolicy(
             classify,
@@ -169,13 +166,13 @@ class OpenAIClient:
 
     def _sdk(self) -> AsyncOpenAI:
         if self._client is None:
-            from openai import AsyncOpenAI
+            from openai import AsyncOpenAI, Timeout
 
             self._client = AsyncOpenAI(
                 api_key=self._api_key,
                 base_url=self._base_url,
                 max_retries=0,
-                timeout=self._timeout,
+                timeout=Timeout(self._timeout, connect=self._connect_timeout),
             )
         return self._client
 

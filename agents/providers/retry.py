@@ -32,7 +32,33 @@ T = TypeVar("T")
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 JITTER = 0.2
 UNREACHABLE_BUDGET_S = 30.0
+CONNECT_TIMEOUT_S = 10.0  # a host that takes longer to accept a connection counts as down
 _MAX_EXPONENT = 62  # 2.0**62 * any sane base is far past any cap; avoids float overflow
+
+
+def nothing_answered(exc: BaseException | None) -> bool:
+    """True for transport failures where nothing answered: DNS, refused, unroutable, or no
+    connection accepted within the connect timeout (a blackholed host)."""
+    import httpx2
+
+    while exc is not None:
+        if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def connect_timed_out(exc: BaseException) -> Failure | None:
+    """The `Failure` for a timeout that happened while connecting (an unreachable host, so
+    the unreachable budget applies, not the patience given to a slow answer); else None."""
+    if not nothing_answered(exc):
+        return None
+    return Failure(
+        "connection",
+        message="ConnectTimeout: no connection was accepted in time",
+        retryable=True,
+        unreachable=True,
+    )
 
 
 def backoff_delay(
