@@ -32,6 +32,7 @@ from agents.history_check import ASSISTANT_BLOCKS as _ASSISTANT_BLOCKS
 from agents.history_check import ROLES as _ROLES
 from agents.history_check import USER_BLOCKS as _USER_BLOCKS
 from agents.history_check import validate_history
+from agents.history_inputs import cut_long_inputs
 
 # Stored content is untrusted JSON: the stages read messages and blocks as plain dicts,
 # defensively, and hand back `agents.model.Message`s (the same dicts, typed at the exit).
@@ -387,9 +388,9 @@ def repair_tool_pairing(messages: Messages) -> list[model.Message]:
 def prepare_history(
     messages: Messages, *, max_turns: int, context_window_tokens: int
 ) -> list[model.Message]:
-    """Limit turns, prune tool results (with `prune_tool_results`' defaults), repair pairing:
-    the history to send to the model."""
-    limited = _last_turns(messages, max_turns)
+    """Limit turns, cut long tool-call inputs (`agents.history_inputs`), prune tool results
+    (with `prune_tool_results`' defaults), repair pairing: the history to send to the model."""
+    limited = cut_long_inputs(_last_turns(messages, max_turns))  # earlier calls' long inputs
     # The usual history is far under the pruning threshold: then nothing is copied before the
     # repair stage, which builds new dicts anyway (the inputs are still never mutated).
     window = context_window_tokens

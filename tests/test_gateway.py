@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -306,6 +307,24 @@ async def test_empty_answers_after_tools_or_in_groups_stay_silent(
         await fake.wait_requests(3)
         await settle(daemon)
     assert chan.sent == []
+
+
+async def test_a_file_written_last_turn_is_not_resent_with_every_request(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    document = "# Report\n" + "A line of the long report.\n" * 8_000  # ~200 KB
+    write = ("write_file", {"path": "report.md", "content": document})
+    fake.queue(Reply.tool_use([write]), Reply.text("Saved."), Reply.text("You're welcome."))
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, OPEN_DMS) as daemon:
+        await chan.say("write the report")
+        assert await chan.wait_sent(1) == ["Saved."]
+        await chan.say("thanks")
+        assert await chan.wait_sent(2) == ["Saved.", "You're welcome."]
+        written = (daemon.config.workspace / "report.md").read_text()
+    assert written == document  # the file is whole; only the history's copy is cut
+    assert len(json.dumps(fake.requests[1])) > len(document)  # the same turn saw it all
+    assert len(json.dumps(fake.requests[2])) < 40_000
 
 
 async def test_model_failure_tells_the_user_plainly(tmp_path: Path, fake: FakeAnthropic) -> None:

@@ -19,6 +19,7 @@ from agents.history import (
     repair_tool_pairing,
     validate_history,
 )
+from agents.history_inputs import MAX_INPUT_CHARS, cut_long_inputs
 from agents.model import Message
 from agents.tool_images import without_tool_images
 
@@ -502,3 +503,37 @@ def test_notes_for_tool_images_keep_a_valid_history_valid(history: list[Message]
     assert validate_history(stored) == []
     assert repair_tool_pairing(stored) == stored
     assert len(stored) == len(history)
+
+
+def test_long_inputs_of_earlier_tool_calls_are_cut_in_what_is_sent() -> None:
+    # A 100 KB document written last turn must not ride along with every later request.
+    document = "head " + "x" * 100_000 + " tail"
+    call = {"type": "tool_use", "id": "t1", "name": "write_file"}
+    call["input"] = {"path": "doc.md", "content": document, "tags": ["y" * 9_000, "short"]}
+    history = [user("write it"), assistant(call), user(result("t1")), assistant("Done.")]
+    stored = copy.deepcopy(history)
+    sent = prepare_history(history, max_turns=10, context_window_tokens=200_000)
+    cut = sent[1]["content"][0]["input"]  # type: ignore[typeddict-item]
+    assert cut["path"] == "doc.md" and cut["tags"][1] == "short"
+    assert len(cut["content"]) < 4_000 and len(cut["tags"][0]) < 4_000
+    assert cut["content"].startswith("head x") and cut["content"].endswith("x tail")
+    assert "characters of this input left out of the history" in cut["content"]
+    assert history == stored  # the stored messages are not touched
+    short = [user("hi"), assistant(use("t2")), user(result("t2"))]
+    assert prepare_history(short, max_turns=10, context_window_tokens=200_000) == short
+
+
+@given(st.recursive(st.text(max_size=9_000), lambda inner: st.lists(inner, max_size=3)))
+@settings(max_examples=40)
+def test_cutting_inputs_keeps_short_strings_and_is_stable(value: Any) -> None:
+    messages = [{"role": "assistant", "content": [{"type": "tool_use", "input": {"v": value}}]}]
+    once = cut_long_inputs(messages)
+    assert cut_long_inputs(once) == once  # a cut string is not cut again (a stable prefix)
+
+    def strings(v: Any) -> list[str]:
+        return [v] if isinstance(v, str) else [s for item in v for s in strings(item)]
+
+    for before, after in zip(
+        strings(value), strings(once[0]["content"][0]["input"]["v"]), strict=True
+    ):
+        assert after == before if len(before) <= MAX_INPUT_CHARS else len(after) < MAX_INPUT_CHARS
