@@ -4,8 +4,9 @@ Each provider maps its SDK's exceptions to a `Failure` (`classify`); `RetryPolic
 one attempt function under tenacity with exponential backoff (`backoff_delay`, honouring a
 server's `retry-after`), never retrying once text reached the user (`BrokenAfterText`).
 Budgets: `max_attempts` for everything, and for an unreachable endpoint (DNS failure,
-connection refused: nothing answered at all) at most `unreachable_budget_s` seconds of
-waiting in total, so a model that is down fails fast while an overloaded one gets patience.
+connection refused, no connection accepted within `CONNECT_TIMEOUT_S`: nothing answered at
+all) at most `unreachable_budget_s` seconds of waiting in total, so a model that is down
+fails fast while an overloaded one gets patience.
 `final_error` turns the last failure into a `ModelError` a user can act on.
 """
 
