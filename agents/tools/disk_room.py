@@ -27,29 +27,32 @@ def keep_free(total: int) -> int:
     return min(KEEP_FREE_BYTES, int(total * KEEP_FREE_SHARE))
 
 
-def headroom(workspace: Path, keep: int | None = None) -> int | None:
-    """Bytes that may still be written on the workspace's filesystem before the floor (0
-    when it is reached); None when the filesystem cannot be asked."""
+def _free_and_floor(workspace: Path, keep: int | None) -> tuple[int, int] | None:
+    """(bytes free, bytes to keep free) on the workspace's filesystem; None when it cannot
+    be asked (the write itself then reports a real problem plainly)."""
     try:
         usage = shutil.disk_usage(workspace)
     except OSError:
         return None
-    floor = keep_free(usage.total) if keep is None else keep
-    return max(usage.free - floor, 0)
+    return usage.free, keep_free(usage.total) if keep is None else keep
+
+
+def headroom(workspace: Path, keep: int | None = None) -> int | None:
+    """Bytes that may still be written on the workspace's filesystem before the floor (0
+    when it is reached); None when the filesystem cannot be asked."""
+    known = _free_and_floor(workspace, keep)
+    return None if known is None else max(known[0] - known[1], 0)
 
 
 def ensure_room(workspace: Path, adding: int, keep: int | None = None) -> None:
     """ToolError if writing `adding` bytes would leave less than `keep` (default
     `keep_free(total)`) free on the filesystem holding `workspace`."""
-    try:
-        usage = shutil.disk_usage(workspace)
-    except OSError:  # cannot tell: the write itself reports a real problem plainly
+    known = _free_and_floor(workspace, keep)
+    if known is None or known[0] - adding >= known[1]:
         return
-    floor = keep_free(usage.total) if keep is None else keep
-    if usage.free - adding >= floor:
-        return
+    free, floor = known
     raise ToolError(
-        f"the disk holding the workspace has {usage.free / _MB:,.0f} MB free; writing "
+        f"the disk holding the workspace has {free / _MB:,.0f} MB free; writing "
         f"{adding:,} bytes would leave less than the {floor / _MB:,.0f} MB kept free for "
         "Perch's history and logs. Nothing was written: delete files no longer needed, or "
         "tell the user the disk is nearly full"
