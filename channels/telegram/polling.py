@@ -16,7 +16,8 @@ from http import HTTPStatus
 from typing import Any
 
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
-from telegram.request import HTTPXRequest
+
+from channels.telegram.keepalive import KeepAliveRequest
 
 UPDATER_LOGGER = "telegram.ext.Updater"
 
@@ -37,8 +38,9 @@ class QuietFinalPoll(logging.Filter):
         return True
 
 
-class ObservedRequest(HTTPXRequest):
-    """HTTPXRequest that reports every getUpdates outcome, so polling health is visible."""
+class ObservedRequest(KeepAliveRequest):
+    """PTB's request class (plain calls over `KeepAliveRequest`'s lean client) reporting
+    every getUpdates outcome, so polling health is visible."""
 
     def __init__(self, on_poll: Callable[[BaseException | None], None], **kwargs: Any) -> None:
         super().__init__(**kwargs)
