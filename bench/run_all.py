@@ -1,7 +1,8 @@
 """Runs every benchmark, each in a fresh process, and prints one table of the results.
 
 `python -m bench.run_all` (what `make bench` runs) runs `bench.overhead`, `bench.throughput`,
-`bench.group_flood`, `bench.memory`, `bench.sqlite` and `bench.text` one after the other,
+`bench.group_flood`, `bench.memory`, `bench.sqlite`, `bench.text`, `bench.sessions`,
+`bench.history` and `bench.botapi` one after the other,
 collects their figures through `--json`, and ends with a Markdown table of every figure and target, ready
 to paste into bench/README.md. It fails (exit 1) when a benchmark fails, not when a target
 is missed: the table says that.
@@ -30,6 +31,7 @@ BENCHMARKS = [
     "text",
     "sessions",
     "history",
+    "botapi",
 ]
 TIMEOUT_S = 300
 

@@ -88,6 +88,7 @@ class TurnRunner:
         self.tools = tools
         self.channels = channels
         self.window = config.agent.context_window or context_window(config.agent.model)
+        self.workspace = config.workspace  # resolved once: `Config.workspace` stats the disk
         self.after_run: list[SessionListener] = []
         self.media: ChatMedia | None = None  # attachments in, files and reactions out
         self.models: ModelChoices | None = None  # /model choices; None: always agent.model
@@ -180,7 +181,7 @@ class TurnRunner:
             user_content=user_content,
             tools=self.tools,
             context=ToolContext(
-                workspace=self.config.workspace,
+                workspace=self.workspace,
                 session_key=str(key),
                 cancel=turn.cancel,
                 origin=origin if origin is not None else _origin(chat),
