@@ -30,7 +30,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy agents bot channels
+	$(BIN)/mypy agents bot channels http11
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider

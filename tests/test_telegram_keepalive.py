@@ -12,13 +12,10 @@ import asyncio
 import datetime
 import gzip
 import ipaddress
-import itertools
 import json
 import ssl
 import time
-import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -26,15 +23,14 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from telegram import Bot, InputFile
 from telegram.error import NetworkError, TimedOut
 from telegram.request import HTTPXRequest, RequestData
 from telegram.request._requestparameter import RequestParameter
 
-from channels.telegram import keepalive
-from channels.telegram.keepalive import BadAnswer, Connection, KeepAliveRequest
+from channels.telegram.keepalive import KeepAliveRequest
+from http11 import connection, pool
+from tests.fakes.raw_http import Answer, RawServer, Seen, reply
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(20)
@@ -43,104 +39,14 @@ TOKEN = "123:abc"
 ME = {"id": 123, "is_bot": True, "first_name": "Perch", "username": "perch_bot"}
 
 
-@dataclass(slots=True)
-class Seen:
-    """One request as the server read it."""
-
-    conn: int
-    method: str
-    target: str
-    headers: dict[str, str]
-    body: bytes
-
-    def form(self) -> dict[str, list[str]]:
-        return urllib.parse.parse_qs(self.body.decode())
-
-
-@dataclass(slots=True)
-class Answer:
-    pieces: list[bytes]
-    close: bool = False  # close the connection once sent
-
-
-def reply(payload: object, *, extra: str = "", status: str = "200 OK") -> bytes:
-    body = json.dumps(payload).encode()
-    head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra}"
-    return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
-
-
 def bot_answer(seen: Seen) -> Answer:
     result: object = ME if seen.target.endswith("/getMe") else True
     return Answer([reply({"ok": True, "result": result})])
 
 
-Script = Callable[[Seen], Awaitable[Answer] | Answer]
-
-
-@dataclass
-class RawServer:
-    """An HTTP/1.1 server whose answers come from `script`, one per request read."""
-
-    script: Script = bot_answer
-    tls: ssl.SSLContext | None = None
-    seen: list[Seen] = field(default_factory=list)
-    connections: int = 0
-    writers: list[asyncio.StreamWriter] = field(default_factory=list)
-    port: int = 0
-
-    @property
-    def url(self) -> str:
-        scheme = "https" if self.tls else "http"
-        return f"{scheme}://127.0.0.1:{self.port}"
-
-    def api(self, method: str) -> str:
-        return f"{self.url}/bot{TOKEN}/{method}"
-
-    async def __aenter__(self) -> RawServer:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        for writer in self.writers:
-            writer.close()
-        self._server.close()
-        await self._server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        conn = self.connections
-        self.writers.append(writer)
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                method, target, _ = lines[0].split(" ", 2)
-                headers = {}
-                for line in lines[1:]:
-                    if line:
-                        name, _, value = line.partition(":")
-                        headers[name.strip().lower()] = value.strip()
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
-                seen = Seen(conn, method, target, headers, body)
-                self.seen.append(seen)
-                answer = self.script(seen)
-                if not isinstance(answer, Answer):
-                    answer = await answer
-                for piece in answer.pieces:
-                    writer.write(piece)
-                    await writer.drain()
-                if answer.close:
-                    break
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-
 @pytest.fixture
 async def server() -> AsyncIterator[RawServer]:
-    async with RawServer() as raw:
+    async with RawServer(bot_answer) as raw:
         yield raw
 
 
@@ -302,7 +208,7 @@ async def test_a_full_pool_times_out_without_sending() -> None:
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 2\r\n\r\n{}",
         b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}",
-        b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (keepalive.MAX_HEAD + 10),
+        b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (connection.MAX_HEAD + 10),
         b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\ncut short",
     ],
 )
@@ -339,7 +245,7 @@ async def test_uploads_and_proxied_hosts_go_through_httpx(
     for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HTTP_PROXY", server.url)
-    keepalive.proxied.cache_clear()
+    pool.proxied.cache_clear()
     try:
         request = lean()
         await request.initialize()
@@ -348,7 +254,7 @@ async def test_uploads_and_proxied_hosts_go_through_httpx(
         finally:
             await request.shutdown()
     finally:
-        keepalive.proxied.cache_clear()
+        pool.proxied.cache_clear()
     assert server.seen[-1].target == "http://127.0.0.1:1/bot1:x/getMe"  # absolute: via proxy
     assert not lean(proxy=server.url).takes(server.api("getMe"), "POST", None)
 
@@ -359,7 +265,7 @@ async def test_tls_is_verified_with_httpx_trust_store(
     cert, key = _self_signed(tmp_path)
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)
-    async with RawServer(tls=tls) as raw:
+    async with RawServer(bot_answer, tls=tls) as raw:
         monkeypatch.delenv("SSL_CERT_DIR", raising=False)
         monkeypatch.delenv("SSL_CERT_FILE", raising=False)
         untrusting = lean()
@@ -373,56 +279,6 @@ async def test_tls_is_verified_with_httpx_trust_store(
         async with Bot(TOKEN, base_url=f"{raw.url}/bot", request=lean()) as bot:
             assert await bot.send_chat_action(42, "typing") is True
         assert len(raw.seen) == 2 and raw.seen[0].conn == raw.seen[1].conn
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    body=st.binary(max_size=3000),
-    chunked=st.booleans(),
-    chunk=st.integers(1, 400),
-    cuts=st.lists(st.integers(0, 4000), max_size=12),
-    status=st.sampled_from([200, 400, 429, 502]),
-)
-def test_an_answer_split_anywhere_reads_the_same(
-    body: bytes, chunked: bool, chunk: int, cuts: list[int], status: int
-) -> None:
-    if chunked:
-        framed = b"".join(
-            b"%x\r\n%s\r\n" % (len(body[i : i + chunk]), body[i : i + chunk])
-            for i in range(0, len(body), chunk)
-        )
-        wire = b"HTTP/1.1 %d X\r\nTransfer-Encoding: chunked\r\n\r\n%s0\r\n\r\n" % (status, framed)
-    else:
-        wire = b"HTTP/1.1 %d X\r\nContent-Length: %d\r\n\r\n%s" % (status, len(body), body)
-    pieces = _split(wire, cuts)
-    assert asyncio.run(_feed(pieces, eof=False)) == (status, True, body)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=300))
-def test_any_bytes_give_an_answer_or_a_bad_answer(data: bytes) -> None:
-    try:
-        status, _, _ = asyncio.run(_feed([b"HTTP/1.1 200 OK\r\n", data], eof=True))
-    except BadAnswer:
-        return
-    assert status == 200
-
-
-async def _feed(pieces: list[bytes], *, eof: bool) -> tuple[int, bool, bytes]:
-    conn = Connection()
-    reading = asyncio.create_task(conn.answer())
-    for piece in pieces:
-        await asyncio.sleep(0)  # the reader runs until it needs more
-        conn.data_received(piece)
-    if eof:
-        conn.eof_received()
-    async with asyncio.timeout(5):
-        return await reading
-
-
-def _split(data: bytes, cuts: list[int]) -> list[bytes]:
-    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in itertools.pairwise(points)]
 
 
 def _form(**params: str) -> RequestData:

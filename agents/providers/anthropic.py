@@ -181,7 +181,9 @@ class AnthropicClient:
 
     def _sdk(self) -> AsyncAnthropic:
         if self._client is None:
-            from anthropic import AsyncAnthropic, Timeout
+            from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient, Timeout
+
+            from agents.providers.transport import lean_http_client
 
             _keep_stream_types()
 
@@ -190,6 +192,9 @@ class AnthropicClient:
                 base_url=self._base_url,
                 max_retries=0,
                 timeout=Timeout(self._timeout, connect=self._connect_timeout),
+                http_client=lean_http_client(
+                    self._base_url or DEFAULT_BASE_URL, DefaultAsyncHttpxClient
+                ),
             )
         return self._client
 

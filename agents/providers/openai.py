@@ -166,13 +166,16 @@ class OpenAIClient:
 
     def _sdk(self) -> AsyncOpenAI:
         if self._client is None:
-            from openai import AsyncOpenAI, Timeout
+            from openai import AsyncOpenAI, DefaultAsyncHttpxClient, Timeout
+
+            from agents.providers.transport import lean_http_client
 
             self._client = AsyncOpenAI(
                 api_key=self._api_key,
                 base_url=self._base_url,
                 max_retries=0,
                 timeout=Timeout(self._timeout, connect=self._connect_timeout),
+                http_client=lean_http_client(self._base_url, DefaultAsyncHttpxClient),
             )
         return self._client
 
