@@ -34,7 +34,7 @@ def per_session_state(daemon: Daemon) -> dict[str, int]:
     return {
         "gateway lanes": len(gateway.lanes),
         "group context buffers": len(gateway.group_context),
-        "group context ratios": len(gateway._context_ratio),
+        "group context ratios": len(gateway.lanes._context_ratio),
         "/model choices cached": len(models._cache),
         "Telegram per-chat tails": len(getattr(telegram, "_tails", {})),
     }
