@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 KEEPALIVE_EXPIRY = 5.0  # seconds an idle connection is kept (httpx's default)
 MAX_HEAD = 64 * 1024  # a response's status line and headers, or one chunk-size line
+READ_HIGH = 256 * 1024  # buffered and not yet read: stop reading the socket (backpressure)
+READ_LOW = 64 * 1024  # ... and read again once the reader took it down to this
 
 
 class BadAnswer(Exception):
@@ -70,6 +72,7 @@ class Connection(asyncio.Protocol):
         self._lost: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
+        self._reading_paused = False
 
     # -- asyncio's callbacks ---------------------------------------------------------------
 
@@ -79,6 +82,9 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._buf += data
+        if len(self._buf) > READ_HIGH and not self._reading_paused and self.transport:
+            self._reading_paused = True  # a server faster than its reader waits in the kernel
+            self.transport.pause_reading()
         self._wake()
 
     def eof_received(self) -> bool:
@@ -230,6 +236,9 @@ class Connection(asyncio.Protocol):
     def _take(self, n: int) -> bytes:
         data = bytes(self._buf[:n])
         del self._buf[:n]
+        if self._reading_paused and len(self._buf) <= READ_LOW and self.transport:
+            self._reading_paused = False
+            self.transport.resume_reading()
         return data
 
     async def _counted(self, n: int, timeout: float | None) -> AsyncIterator[bytes]:

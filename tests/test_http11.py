@@ -100,6 +100,37 @@ async def test_an_answer_left_half_read_never_serves_the_next_call(
         assert raw.connections == 2
 
 
+async def test_a_server_faster_than_its_reader_waits_in_the_kernel_not_in_memory() -> None:
+    body = bytes(range(256)) * (32 * 1024)  # 8 MiB, sent as fast as the socket takes it
+
+    def script(seen: Seen) -> Answer:
+        return Answer([b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body), body])
+
+    async with RawServer(script) as raw:
+        conns = pool.Pool(1, lambda: None)  # type: ignore[arg-type, return-value]
+        origin = pool.Origin("http", "127.0.0.1", raw.port)
+        conn = await conns.checkout(origin, pool.Timeouts(5, 5, 5, 5))
+        await conn.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 5)
+        most = 0
+        received = conn.data_received
+
+        def watched(data: bytes) -> None:
+            nonlocal most
+            received(data)
+            most = max(most, len(conn._buf))
+
+        conn.data_received = watched  # type: ignore[method-assign]
+        head = await conn.head(5)
+        got = bytearray()
+        async for piece in conn.body(head, 5):
+            got += piece
+            await asyncio.sleep(0.02)  # a slow reader: the server could send it all meanwhile
+        conns.checkin(origin, conn)
+        conns.close()
+    assert got == body
+    assert most < 1024 * 1024  # READ_HIGH (256 KiB) and one read past it, not 8 MiB
+
+
 def _refused_url() -> str:
     import socket
 
