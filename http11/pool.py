@@ -5,7 +5,8 @@ the newest idle connection to that origin that is still usable, or opens one (th
 timeout; TLS with the context the adapter gives, which is its library's own trust store).
 `Pool.checkin(conn)` gives the place back and keeps the connection only if its last answer
 left it usable (`Connection.keep`). `proxied(scheme, host)` says whether the environment's
-proxy variables cover a host, as httpx reads them, so the adapters leave such calls to httpx.
+proxy variables cover a host, as httpx reads them, so the adapters leave such calls to httpx;
+`switched_off()` reads `PERCH_HTTP11=0`, the operator's way back to httpx for everything.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 import socket
 import ssl
 import time
@@ -139,3 +141,9 @@ class Pool:
                 with contextlib.suppress(OSError):  # not every socket takes every option
                     sock.setsockopt(level, option, value)
         return conn
+
+
+def switched_off() -> bool:
+    """`PERCH_HTTP11=0` (or off, false, no) in the environment: every call goes through the
+    libraries' own httpx transports, as before this package existed."""
+    return os.environ.get("PERCH_HTTP11", "").strip().lower() in ("0", "off", "false", "no")

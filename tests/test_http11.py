@@ -211,6 +211,17 @@ def test_a_proxy_variable_leaves_the_sdk_its_own_client(monkeypatch: pytest.Monk
         pool.proxied.cache_clear()
 
 
+def test_perch_http11_0_gives_every_call_back_to_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
+    from channels.telegram.keepalive import KeepAliveRequest
+
+    url = "http://127.0.0.1:9/bot1:x/sendMessage"
+    assert KeepAliveRequest().takes(url, "POST", None)
+    assert lean_http_client("http://127.0.0.1:9", httpx2.AsyncClient) is not None
+    monkeypatch.setenv("PERCH_HTTP11", "0")
+    assert not KeepAliveRequest().takes(url, "POST", None)
+    assert lean_http_client("http://127.0.0.1:9", httpx2.AsyncClient) is None
+
+
 # -- the parser ------------------------------------------------------------------------------
 
 

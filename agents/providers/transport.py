@@ -12,7 +12,7 @@ before. TLS uses httpx2's default context (the system trust store).
 
 `lean_http_client(base_url, client_class)` builds the SDK's own default client class around
 it, or returns None (the SDK's default client, with httpx2's proxy support) when an
-HTTP(S)_PROXY / ALL_PROXY variable covers the host.
+HTTP(S)_PROXY / ALL_PROXY variable covers the host or `PERCH_HTTP11=0` is set.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import TypeVar
 import httpx2
 
 from http11.connection import BadAnswer, Connection, Head, Timeout
-from http11.pool import ConnectFailed, Origin, Pool, Timeouts, proxied
+from http11.pool import ConnectFailed, Origin, Pool, Timeouts, proxied, switched_off
 
 POOL_SIZE = 100  # connections busy at once; the run cap keeps model calls far below it
 _SKIPPED = frozenset({b"content-length", b"transfer-encoding"})  # set from the body read
@@ -35,7 +35,7 @@ def lean_http_client(base_url: str, client_class: Callable[..., Client]) -> Clie
     """`client_class` (the SDK's default httpx2 client) on `LeanTransport`; None when a
     proxy variable covers `base_url`'s host (then the SDK's own client handles proxies)."""
     url = httpx2.URL(base_url)
-    if url.scheme not in ("http", "https") or proxied(url.scheme, url.host):
+    if switched_off() or url.scheme not in ("http", "https") or proxied(url.scheme, url.host):
         return None
     return client_class(transport=LeanTransport())
 

@@ -8,7 +8,8 @@ instead. TLS uses httpx's trust store (`SSL_CERT_FILE` works as it does for http
 honours PTB's timeouts and raises PTB's errors (`TimedOut`, `NetworkError`).
 
 httpx still takes what this client does not: uploads (multipart), downloads (GET), and every
-call when a proxy is configured or an HTTP(S)_PROXY / ALL_PROXY variable covers the host.
+call when a proxy is configured, an HTTP(S)_PROXY / ALL_PROXY variable covers the host, or
+`PERCH_HTTP11=0` is set.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, HTTPXRequest, RequestData
 
 from http11.connection import BadAnswer, Timeout
-from http11.pool import Origin, Pool, Timeouts, proxied
+from http11.pool import Origin, Pool, Timeouts, proxied, switched_off
 
 MAX_BODY = 64 * 1024 * 1024  # a Bot API answer is a few KB; getUpdates at most ~100 updates
 _DEFAULT = type(BaseRequest.DEFAULT_NONE)  # PTB's "not given" marker class
@@ -77,7 +78,8 @@ class KeepAliveRequest(HTTPXRequest):
             pool=given["pool_timeout"],
         )
         self._lean = (
-            given["http_version"] == "1.1"
+            not switched_off()
+            and given["http_version"] == "1.1"
             and given["proxy"] is None
             and not given["socket_options"]
             and not given["httpx_kwargs"]
