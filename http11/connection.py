@@ -6,7 +6,8 @@ Content-Length, chunked transfer coding, or the connection's end. The body comes
 pieces as they arrive, so a streamed answer (server-sent events) is never held back. Each
 wait for more bytes has its own timeout, as httpcore's read timeout works. A connection may
 carry another request only if its answer was read to the end, the server did not ask to
-close it, and nothing more arrived after it.
+close it, and nothing more arrived after it. `encode_request` writes a request the one way
+both adapters send them: whole, with its Content-Length.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import select
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
 KEEPALIVE_EXPIRY = 5.0  # seconds an idle connection is kept (httpx's default)
@@ -53,6 +54,18 @@ class Head:
     def keep_alive(self) -> bool:
         tokens = [t.strip().lower() for t in (self.get(b"connection") or b"").split(b",")]
         return self.version == b"HTTP/1.1" and b"close" not in tokens
+
+
+def encode_request(
+    method: bytes, target: bytes, headers: Iterable[tuple[bytes, bytes]], body: bytes
+) -> bytes:
+    """A whole HTTP/1.1 request. `headers` must not carry Content-Length or
+    Transfer-Encoding: the body is sent whole, with its length (also 0 for a POST)."""
+    lines = [method + b" " + target + b" HTTP/1.1"]
+    lines += [name + b": " + value for name, value in headers]
+    if body or method in (b"POST", b"PUT", b"PATCH"):
+        lines.append(b"Content-Length: %d" % len(body))
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
 
 def _expire(waiter: asyncio.Future[None], phase: str) -> None:
@@ -123,23 +136,24 @@ class Connection(asyncio.Protocol):
     # -- the pool's side -------------------------------------------------------------------
 
     @property
-    def usable(self) -> bool:
-        """Open, and silent since its last answer: nothing buffered, and nothing (not even
-        the server's close) waiting in the socket that the event loop has not read yet."""
+    def open(self) -> bool:
+        """Open, and nothing buffered since its last answer (no system call)."""
         transport = self.transport
-        if self._closed or self._buf or transport is None or transport.is_closing():
+        return not (self._closed or self._buf or transport is None or transport.is_closing())
+
+    def reusable(self, now: float | None = None) -> bool:
+        """Open, idle for less than the expiry, and nothing (not even the server's close)
+        waiting in the socket that the event loop has not read yet: checked at reuse."""
+        now = time.monotonic() if now is None else now
+        if not self.open or now - self.idle_since >= KEEPALIVE_EXPIRY:
             return False
-        sock = transport.get_extra_info("socket")
+        assert self.transport is not None
+        sock = self.transport.get_extra_info("socket")
         if sock is None:
             return True
         poller = select.poll()
         poller.register(sock.fileno(), select.POLLIN)
         return not poller.poll(0)
-
-    def reusable(self, now: float | None = None) -> bool:
-        """Usable, and idle for less than the expiry."""
-        now = time.monotonic() if now is None else now
-        return self.usable and now - self.idle_since < KEEPALIVE_EXPIRY
 
     def close(self) -> None:
         self._closed = True

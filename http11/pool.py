@@ -1,10 +1,10 @@
 """Keep-alive connections per origin, at most `size` of them busy at once.
 
 `Pool.checkout(origin, timeouts)` waits for a free place (the pool timeout), then hands out
-the newest idle connection to that origin that is still usable, or opens one (the connect
+the newest idle connection to that origin that is still reusable, or opens one (the connect
 timeout; TLS with the context the adapter gives, which is its library's own trust store).
 `Pool.checkin(conn)` gives the place back and keeps the connection only if its last answer
-left it usable (`Connection.keep`). `proxied(scheme, host)` says whether the environment's
+left it open for another (`Connection.keep`). `proxied(scheme, host)` says whether the environment's
 proxy variables cover a host, as httpx reads them, so the adapters leave such calls to httpx;
 `switched_off()` reads `PERCH_HTTP11=0`, the operator's way back to httpx for everything.
 """
@@ -93,7 +93,7 @@ class Pool:
     def checkin(self, origin: Origin, conn: Connection) -> None:
         """Give the place back; the connection stays open only if it may carry another."""
         self._slots.release()
-        if conn.keep and conn.usable:
+        if conn.keep and conn.open:
             conn.idle_since = time.monotonic()
             self._idle.setdefault(origin, []).append(conn)
         else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import socket
 from collections.abc import AsyncIterator
 
 import httpx2
@@ -132,8 +133,6 @@ async def test_a_server_faster_than_its_reader_waits_in_the_kernel_not_in_memory
 
 
 def _refused_url() -> str:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return f"http://127.0.0.1:{s.getsockname()[1]}/v1/messages"  # closed: refused

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 import httpx2
 
-from http11.connection import BadAnswer, Connection, Head, Timeout
+from http11.connection import BadAnswer, Connection, Head, Timeout, encode_request
 from http11.pool import ConnectFailed, Origin, Pool, Timeouts, proxied, switched_off
 
 POOL_SIZE = 100  # connections busy at once; the run cap keeps model calls far below it
@@ -62,15 +62,8 @@ class LeanTransport(httpx2.AsyncBaseTransport):
             pool=given.get("pool"),
         )
         body = await request.aread()
-        lines = [request.method.encode() + b" " + url.raw_path + b" HTTP/1.1"]
-        lines += [
-            name + b": " + value
-            for name, value in request.headers.raw
-            if name.lower() not in _SKIPPED
-        ]
-        if body or request.method in ("POST", "PUT", "PATCH"):
-            lines.append(b"Content-Length: %d" % len(body))
-        data = b"\r\n".join(lines) + b"\r\n\r\n" + body
+        headers = [(k, v) for k, v in request.headers.raw if k.lower() not in _SKIPPED]
+        data = encode_request(request.method.encode(), url.raw_path, headers, body)
         try:
             conn = await self._pool.checkout(origin, timeouts)
         except Timeout as exc:

@@ -24,7 +24,7 @@ import httpx
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, HTTPXRequest, RequestData
 
-from http11.connection import BadAnswer, Timeout
+from http11.connection import BadAnswer, Timeout, encode_request
 from http11.pool import Origin, Pool, Timeouts, proxied, switched_off
 
 MAX_BODY = 64 * 1024 * 1024  # a Bot API answer is a few KB; getUpdates at most ~100 updates
@@ -131,19 +131,16 @@ class KeepAliveRequest(HTTPXRequest):
         )
         origin, host, path = target(url)
         params = request_data.json_parameters if request_data is not None else None
-        head = [
-            f"POST {path} HTTP/1.1",
-            f"Host: {host}",
-            f"User-Agent: {self.USER_AGENT}",
-            "Accept: */*",
+        headers = [
+            (b"Host", host.encode("latin-1")),
+            (b"User-Agent", self.USER_AGENT.encode("latin-1")),
+            (b"Accept", b"*/*"),
         ]
+        body = b""
         if params:  # as httpx sends PTB's `data=`: a form of JSON-encoded values
             body = urlencode(params).encode()
-            head.append("Content-Type: application/x-www-form-urlencoded")
-        else:
-            body = b""
-        head.append(f"Content-Length: {len(body)}")
-        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+            headers.append((b"Content-Type", b"application/x-www-form-urlencoded"))
+        request = encode_request(b"POST", path.encode("latin-1"), headers, body)
         try:
             return await self._exchange(origin, request, timeouts)
         except Timeout as exc:
