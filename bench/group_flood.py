@@ -20,7 +20,7 @@ import asyncio
 from bench.harness import GROUP_CHAT, telegram_daemon, wait_idle
 from bench.report import Report, parser
 from bench.wire import Wire, use_loopback
-from bot.store_sqlite import SQLiteStore
+from bot.store.sqlite.store import SQLiteStore
 
 GROUP_LIMIT = 3
 PACED = False  # --paced: keep the adapter's pacing to Telegram's 30 calls a second

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.wire import Wire
-from bot.config import Config
+from bot.config.schema import Config
 from bot.daemon import Daemon
-from bot.logs import setup_logging
+from bot.process.logs import setup_logging
 from channels.telegram.flood import FloodControl
 from tests.harness import make_config
 

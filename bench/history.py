@@ -22,7 +22,7 @@ from pathlib import Path
 from agents.history import prepare_history
 from agents.model import Message, Usage
 from bench.report import Report, parser
-from bot.store_sqlite import SQLiteStore
+from bot.store.sqlite.store import SQLiteStore
 from bot.turns import load_history
 
 TURNS = 50

@@ -1,6 +1,6 @@
 """Benchmark 4: resident memory and start-up time of a real `perch run` process.
 
-`perch run` (as `python -m bot.cli run`) is started with `NOTIFY_SOCKET` pointing at a unix
+`perch run` (as `python -m bot.operator.cli run`) is started with `NOTIFY_SOCKET` pointing at a unix
 datagram socket this benchmark listens on, Telegram enabled against the fake Bot API and the
 model against the fake Anthropic server (both served from this process). Start-up is the
 time from exec to the daemon's `READY=1`; RSS is read from /proc after READY and 2 s of
@@ -31,7 +31,7 @@ import yaml
 
 from bench.report import Report, parser
 from bench.wire import ROOT, BenchModel, BenchTelegram, use_loopback
-from bot.store import open_store
+from bot.store.open import open_store
 
 TARGET_IDLE_MB = 80.0
 TARGET_START_S = 1.5
@@ -159,7 +159,7 @@ async def one_run(config: Path, telegram: BenchTelegram, user: int) -> Run:
     try:
         began = time.perf_counter()
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot.cli", "run", "--config", str(config),
+            sys.executable, "-m", "bot.operator.cli", "run", "--config", str(config),
             stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=ROOT,
         )  # fmt: skip
         try:

@@ -76,7 +76,7 @@ async def _start(home: Path, url: str, model: str, tg: FakeTelegram) -> tuple[An
     port = await asyncio.to_thread(_configure, home, url, model, tg)
     log = (home / "perch.log").open("wb")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", "run", "--config", str(home / "config.yaml"),
+        sys.executable, "-m", "bot.operator.cli", "run", "--config", str(home / "config.yaml"),
         stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, cwd=home,
     )  # fmt: skip
     log.close()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from agents.model import Message, Usage
 from bench.report import Report, parser
-from bot.store import open_store
+from bot.store.open import open_store
 
 SESSIONS = 200
 REPLY = "Sure. Here is a short answer that runs for a few sentences, as most replies do. " * 4

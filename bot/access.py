@@ -18,7 +18,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from bot.store import PairingRequest, Store
+from bot.store.roles import Store
+from bot.store.rows import PairingRequest
 from channels.base import Inbound
 from channels.options import ChannelPolicy
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:  # bot.config imports BudgetConfig from here
-    from bot.store import Store
+    from bot.store.roles import Store
 
 log = logging.getLogger(__name__)
 

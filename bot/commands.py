@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from bot.config import Config
+from bot.config.schema import Config
 from bot.model_choice import ModelChoices
 from bot.sessions import SessionKey
-from bot.store import Store
+from bot.store.roles import Store
 from channels.base import Inbound
 
 COMMANDS = ("stop", "stopall", "new", "reset", "status", "help", "compact", "model", "budget")
@@ -75,7 +75,7 @@ class SessionControl(Protocol):
 
 
 class RemoteControl(Protocol):
-    """Stops runs on other instances sharing the store (`bot.stops.RemoteStops`)."""
+    """Stops runs on other instances sharing the store (`bot.cluster.stops.RemoteStops`)."""
 
     async def stop(self, key: str, *, everything: bool) -> int: ...
 

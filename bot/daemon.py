@@ -36,21 +36,23 @@ from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
 from bot.access import AccessControl
 from bot.budget import Budget
-from bot.chat_media import ChatMedia
-from bot.cluster import STANDBY, Cluster, beat_every, cron_poll_every
-from bot.config import Config
-from bot.control_server import ControlServer, start_control
+from bot.cluster.instances import InstanceBeacon
+from bot.cluster.receivers import STANDBY, Cluster, beat_every, cron_poll_every
+from bot.config.providers import build_router
+from bot.config.schema import Config
+from bot.cron.scheduler import Scheduler
 from bot.gateway import Gateway
-from bot.hardening import make_undumpable
-from bot.instances import InstanceBeacon
 from bot.mcp_host import McpHost
+from bot.media.chat import ChatMedia
 from bot.message_targets import ChatMessenger
-from bot.model_config import build_router
+from bot.notices import install_guards
+from bot.operator.control_server import ControlServer, start_control
 from bot.owner import policies
-from bot.owner_notices import install_guards
-from bot.scheduler import Scheduler
-from bot.store import AlreadyRunning as StoreAlreadyRunning
-from bot.store import Store, open_store, redact_url
+from bot.process.hardening import make_undumpable
+from bot.store.open import open_store
+from bot.store.roles import Store
+from bot.store.rows import AlreadyRunning as StoreAlreadyRunning
+from bot.store.urls import redact_url
 from bot.subagent_host import LaneAnnouncer, build_subagents
 from bot.toolbelt import build_tools
 from bot.turns import TurnRunner

@@ -21,14 +21,14 @@ from typing import Any, Literal
 from agents.cancel import Cancelled
 from agents.prompt import PromptMode
 from bot.access import AccessControl, Verdict
-from bot.claims import SessionSlots
+from bot.cluster.slots import SessionSlots
 from bot.commands import Commands, LaneInfo, parse_command, unknown_command_reply
-from bot.config import Config
+from bot.config.schema import Config
 from bot.group_context import GroupContext
 from bot.inbox_payload import inbound_from_payload, inbound_to_payload, well_formed
 from bot.lanes import Admission, Lane, LaneTable, Pending, QueueMode, Turn, take_run_slot
 from bot.sessions import SessionKey
-from bot.store import Store
+from bot.store.roles import Store
 from bot.turns import SessionState, TurnOutcome, TurnRunner
 from channels.base import Channel, ChatRef, Inbound, Outbound
 

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from agents.surrogates import fix_text, needs_fixing
-from bot.media import attachments_from_payload, attachments_to_payload
+from bot.media.intake import attachments_from_payload, attachments_to_payload
 from channels.base import ChatRef, Image, Inbound
 
 log = logging.getLogger(__name__)

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from agents.mcp.spec import ServerSpec
 from agents.tools.base import Tool, ToolProvider
-from bot.config import Config
-from bot.mcp_config import server_specs
+from bot.config.mcp import server_specs
+from bot.config.schema import Config
 
 if TYPE_CHECKING:
     from agents.mcp.manager import McpManager

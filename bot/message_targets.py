@@ -20,11 +20,11 @@ from typing import Literal
 
 from agents.tools.base import ToolError
 from agents.tools.message import TARGET_FORMS
-from bot.config import Config
+from bot.config.schema import Config
 from bot.delivery import DeliveryError, clean_reply, send_reply
 from bot.owner import owner_ids, policies
 from bot.routing import decode_chat, parse_target
-from bot.store import Store
+from bot.store.roles import Store
 from channels.base import Channel, ChatRef
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Protocol
 
-from bot.config import Config
-from bot.model_config import display_model, offered_models, split_model
+from bot.config.providers import display_model, offered_models, split_model
+from bot.config.schema import Config
 
 CACHED_SESSIONS = 4096
 USAGE = "Switch with /model <provider>/<model>; /model default returns to the configured one."

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from bot.config import Config
+from bot.config.schema import Config
 from channels import registry
 from channels.base import Channel, ChatRef
 from channels.options import ChannelPolicy

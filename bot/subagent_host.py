@@ -22,11 +22,11 @@ from agents.model import Usage
 from agents.prompt import PromptBuilder
 from agents.subagent_ports import SubagentLimits
 from agents.subagents import SubagentRunner
-from bot.config import Config
+from bot.config.schema import Config
 from bot.gateway import Gateway
 from bot.routing import decode_chat
 from bot.sessions import SessionKey
-from bot.store import Store
+from bot.store.roles import Store
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ from agents.tools.files import file_tools
 from agents.tools.memory import memory_tools
 from agents.tools.sandbox import Limits, Sandbox, SandboxUnavailable, select_sandbox
 from agents.tools.web_fetch import WebFetchTool
-from bot.config import Config, ConfigError
+from bot.config.errors import ConfigError
+from bot.config.schema import Config
 
 log = logging.getLogger(__name__)
 

@@ -27,15 +27,16 @@ from agents.prompt import PromptBuilder, PromptMode, RuntimeInfo
 from agents.sanitize import sanitize_output
 from agents.surrogates import fix_text
 from agents.tools.base import ToolContext, ToolRegistry
-from bot.chat_media import ChatMedia
-from bot.config import Config
+from bot.config.schema import Config
 from bot.delivery import TurnReply, cut_long_texts
 from bot.lanes import Pending, Turn
-from bot.logs import run_id_var, session_var
+from bot.media.chat import ChatMedia
 from bot.model_choice import ModelChoices
+from bot.process.logs import run_id_var, session_var
 from bot.routing import encode_chat
 from bot.sessions import SessionKey
-from bot.store import SessionRow, Store
+from bot.store.roles import Store
+from bot.store.rows import SessionRow
 from channels import registry
 from channels.base import Channel, ChatRef, Outbound
 

@@ -17,10 +17,10 @@ from agents.compaction import Compactor
 from agents.model import ModelError
 from agents.prompt import PromptBuilder, RuntimeInfo
 from agents.tools.base import ToolContext
-from bot.config import Config
+from bot.config.schema import Config
 from bot.model_choice import ModelChoices
 from bot.sessions import SessionKey
-from bot.store import Store
+from bot.store.roles import Store
 from bot.turns import SessionState
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from bot.config import Config, load_config
+from bot.config.load import load_config
+from bot.config.schema import Config
 from bot.daemon import Daemon
 from channels.base import Channel
 from tests.fakes.anthropic import FakeAnthropic

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.store import Store, open_store
+from bot.store.open import open_store
+from bot.store.roles import Store
 
 BACKENDS = ("sqlite", "postgresql")
 NO_POSTGRES = "no PostgreSQL server binaries (initdb, pg_ctl) on this machine"

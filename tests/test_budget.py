@@ -13,10 +13,10 @@ from agents.model import Usage
 from agents.tools.base import ToolContext, ToolError
 from agents.tools.cron import CronRequest, CronTool
 from bot.budget import REFRESH_EVERY, Budget, BudgetConfig
-from bot.cli import main
-from bot.config import Config
-from bot.scheduler import Scheduler
-from bot.store import open_store
+from bot.config.schema import Config
+from bot.cron.scheduler import Scheduler
+from bot.operator.cli import main
+from bot.store.open import open_store
 from bot.turns import SessionState
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel

@@ -221,7 +221,7 @@ async def test_all_channels_side_by_side_in_one_perch_run(
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "bot.cli",
+            "bot.operator.cli",
             "run",
             "--config",
             str(path),

@@ -12,7 +12,7 @@ import pytest
 
 from agents.compaction import CompactionPolicy, render_transcript, split_point
 from bot.sessions import SessionKey
-from bot.store import Store
+from bot.store.roles import Store
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.fakes.openai import FakeOpenAI

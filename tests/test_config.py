@@ -13,15 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.config import (
-    EXIT_CONFIG,
-    ConfigError,
-    HeartbeatTarget,
-    interpolate,
-    load_config,
-    parse_duration,
-    require_api_key,
-)
+from bot.config.agent import parse_duration
+from bot.config.errors import EXIT_CONFIG, ConfigError
+from bot.config.load import interpolate, load_config, require_api_key
+from bot.config.schema import HeartbeatTarget
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {"ANTHROPIC_API_KEY": "sk-ant-test"}
@@ -192,7 +187,7 @@ def test_perch_run_with_broken_config_exits_78_with_one_line(tmp_path: Path) -> 
     path = write(tmp_path, "agent: {max_iterations: -1}\n")
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     proc = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "run", "--config", str(path)],
+        [sys.executable, "-m", "bot.operator.cli", "run", "--config", str(path)],
         capture_output=True,
         text=True,
         env=env,
@@ -208,7 +203,7 @@ def test_perch_run_with_broken_config_exits_78_with_one_line(tmp_path: Path) -> 
 def test_perch_run_without_api_key_exits_78(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     proc = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "run", "--config", str(REPO / "config.yaml")],
+        [sys.executable, "-m", "bot.operator.cli", "run", "--config", str(REPO / "config.yaml")],
         capture_output=True,
         text=True,
         env=env,
@@ -222,7 +217,7 @@ def test_perch_run_without_api_key_exits_78(tmp_path: Path) -> None:
 def _perch_run(path: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", "run", "--config", str(path)],
+        [sys.executable, "-m", "bot.operator.cli", "run", "--config", str(path)],
         capture_output=True,
         text=True,
         env=env,

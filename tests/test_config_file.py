@@ -8,7 +8,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from bot.config import Config, load_config
+from bot.config.load import load_config
+from bot.config.schema import Config
 
 SHIPPED = Path(__file__).resolve().parent.parent / "config.yaml"
 ENV = {"ANTHROPIC_API_KEY": "sk-ant-test"}

@@ -1,7 +1,7 @@
 """The control socket and the CLI commands that use it, with the daemon running and without.
 
 The daemon runs in-process (`tests/harness.py`) and the CLI is called as `perch ...` would
-be (`bot.cli.main` in a thread), so every request crosses the real Unix socket.
+be (`bot.operator.cli.main` in a thread), so every request crosses the real Unix socket.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.cli import main
-from bot.control_client import call
-from bot.control_ops import Reply as ControlReply
-from bot.control_ops import socket_path
+from bot.operator.cli import main
+from bot.operator.control_client import call
+from bot.operator.ops import Reply as ControlReply
+from bot.operator.ops import socket_path
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon

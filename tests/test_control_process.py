@@ -26,7 +26,7 @@ async def perch_cli(config: Path, *args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.cli",
+        "bot.operator.cli",
         *args,
         "--config",
         str(config),

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.cron_schedule import Schedule, load_schedule, parse_cron, parse_schedule
+from bot.cron.schedule import Schedule, load_schedule, parse_cron, parse_schedule
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC).timestamp()

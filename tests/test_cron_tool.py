@@ -10,11 +10,12 @@ import pytest
 
 from agents.tools.base import ToolContext, ToolError
 from agents.tools.cron import CronTool
-from bot.config import Config
-from bot.cron_jobs import CronJobs
+from bot.config.schema import Config
+from bot.cron.jobs import CronJobs
+from bot.cron.scheduler import Scheduler
 from bot.routing import decode_chat, encode_chat
-from bot.scheduler import Scheduler
-from bot.store import Store, open_store
+from bot.store.open import open_store
+from bot.store.roles import Store
 from channels.base import ChatRef
 
 CHAT = ChatRef("telegram", "bot", "dm", "u1")

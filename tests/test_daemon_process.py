@@ -51,7 +51,7 @@ class Perch:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "bot.cli",
+            "bot.operator.cli",
             "run",
             "--config",
             str(config),

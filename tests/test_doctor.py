@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
-from bot.config import EXIT_CONFIG
-from bot.doctor import run_checks
+from bot.config.errors import EXIT_CONFIG
+from bot.operator.cli import main
+from bot.operator.doctor import run_checks
 from bot.workspace import seed_workspace
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.signal import FakeSignal

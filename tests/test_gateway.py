@@ -14,7 +14,8 @@ import pytest
 from bot.gateway import DROPPED_NOTICE
 from bot.inbox_payload import inbound_to_payload
 from bot.sessions import SessionKey
-from bot.store import Store, open_store
+from bot.store.open import open_store
+from bot.store.roles import Store
 from bot.turns import EMPTY_REPLY
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
@@ -431,14 +432,14 @@ async def test_a_full_queue_drops_the_oldest_with_a_notice(
 
 
 def test_pairing_cli_lists_and_approves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from bot.cli import main
+    from bot.operator.cli import main
     from tests.harness import make_config
 
     config = make_config(tmp_path, "http://127.0.0.1:9")
 
     async def seed() -> str:
         from bot.access import new_pairing_code
-        from bot.store import PairingRequest
+        from bot.store.rows import PairingRequest
 
         store = await open_store(config.db_path)
         code = new_pairing_code()

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bot.cron.heartbeat import KEEP_RUNS, ActiveHours, Heartbeat, checklist, has_content
 from bot.daemon import Daemon
-from bot.heartbeat import KEEP_RUNS, ActiveHours, Heartbeat, checklist, has_content
 from bot.sessions import SessionKey
 from bot.workspace import bootstrap_dir
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text

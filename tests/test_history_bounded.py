@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from agents.history import prepare_history
 from agents.model import Message, Usage
-from bot.store_sqlite import SQLiteStore
+from bot.store.sqlite.store import SQLiteStore
 from bot.turns import load_history, load_session
 
 

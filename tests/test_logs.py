@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.logs import (
+from bot.process.logs import (
     REDACTED,
     JsonFormatter,
     RedactingFilter,

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from agents.mcp.manager import tool_name
 from agents.mcp.results import MAX_IMAGES, map_result
 from agents.tools.base import Tool, ToolContext, ToolRegistry, ToolResult
-from bot.config import ConfigError, load_config
-from bot.mcp_config import server_specs
+from bot.config.errors import ConfigError
+from bot.config.load import load_config
+from bot.config.mcp import server_specs
 
 
 def load(tmp_path: Path, servers: dict[str, Any], env: dict[str, str] | None = None) -> Any:
@@ -174,7 +175,7 @@ def test_the_registry_follows_its_providers_and_caches_the_schema_list() -> None
 
 
 def test_urls_and_secrets_never_show_in_status_or_logs(tmp_path: Path) -> None:
-    from bot.mcp_config import mcp_secrets
+    from bot.config.mcp import mcp_secrets
 
     config = load(
         tmp_path,

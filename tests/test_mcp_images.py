@@ -17,7 +17,7 @@ import pytest
 
 from bot.daemon import Daemon
 from bot.sessions import SessionKey
-from bot.store import Store
+from bot.store.roles import Store
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.chat import MemoryChannel
 from tests.fakes.openai import FakeOpenAI

@@ -67,7 +67,7 @@ async def perch_cli(config: Path, *args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.cli",
+        "bot.operator.cli",
         *args,
         "--config",
         str(config),
@@ -121,7 +121,7 @@ async def test_a_clean_stop_stops_the_mcp_server_too(tmp_path: Path, fake: FakeA
 def test_perch_mcp_list_connects_itself_when_no_daemon_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from bot.cli import main
+    from bot.operator.cli import main
 
     path = tmp_path / "config.yaml"
     servers = {
@@ -139,8 +139,8 @@ def test_perch_mcp_list_connects_itself_when_no_daemon_runs(
 
 
 async def test_doctor_checks_each_enabled_mcp_server(tmp_path: Path) -> None:
-    from bot.config import load_config
-    from bot.mcp_cli import doctor_checks
+    from bot.config.load import load_config
+    from bot.operator.mcp_cli import doctor_checks
 
     path = tmp_path / "config.yaml"
     servers = {

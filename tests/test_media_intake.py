@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.config import ConfigError
-from bot.media import (
+from bot.config.errors import ConfigError
+from bot.config.media import DocumentsConfig, Endpoint, MediaConfig, TranscriptionConfig
+from bot.media.intake import (
     MediaIntake,
     _safe_name,
     attachments_from_payload,
     attachments_to_payload,
 )
-from bot.media_config import DocumentsConfig, Endpoint, MediaConfig, TranscriptionConfig
-from bot.transcription import AUDIO_SUFFIXES, Transcriber, audio_file_name
+from bot.media.transcription import AUDIO_SUFFIXES, Transcriber, audio_file_name
 from channels.base import Attachment, ChatRef, Inbound
 from channels.slack.media import emoji_name
 from tests.fakes.openai_audio import FakeOpenAIAudio
@@ -93,7 +93,7 @@ async def test_a_wrong_key_is_reported_without_the_key(tmp_path: Path) -> None:
 
 
 def test_transcription_must_name_an_openai_kind_provider(tmp_path: Path) -> None:
-    from bot.chat_media import ChatMedia
+    from bot.media.chat import ChatMedia
 
     config = make_config(
         tmp_path, "http://127.0.0.1:9", {"media.transcription": {"provider": "nope"}}
@@ -108,7 +108,7 @@ def test_transcription_must_name_an_openai_kind_provider(tmp_path: Path) -> None
 
 
 async def test_transcription_config_reads_the_provider(tmp_path: Path) -> None:
-    from bot.media_config import transcription_endpoint
+    from bot.config.media import transcription_endpoint
 
     async with FakeOpenAIAudio() as stt:
         config = make_config(tmp_path, "http://127.0.0.1:9", transcription_config(stt))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.doctor import run_checks
+from bot.operator.doctor import run_checks
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.chat import MemoryChannel
 from tests.fakes.openai import FakeOpenAI

@@ -26,8 +26,8 @@ import pytest
 import yaml
 
 from agents.tools.cron import CronRequest
-from bot.cron_jobs import CronJobs, create_job
-from bot.store import open_store
+from bot.cron.jobs import CronJobs, create_job
+from bot.store.open import open_store
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.fakes.telegram import TOKEN, FakeTelegram
@@ -126,7 +126,7 @@ class Instance:
         env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-1234567890"}
         log = (self.home / "perch.log").open("ab")
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot.cli", "run", "--config", str(self.home / "config.yaml"),
+            sys.executable, "-m", "bot.operator.cli", "run", "--config", str(self.home / "config.yaml"),
             stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=self.home,
         )  # fmt: skip
         log.close()
@@ -419,7 +419,7 @@ async def test_stop_sent_to_one_instance_stops_the_run_on_the_other(
 async def _status_shows(instance: Instance, *fragments: str) -> bool:
     """`perch status` (of any instance: it lists them all) shows every fragment."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", "status", "--config", str(instance.home / "config.yaml"),
+        sys.executable, "-m", "bot.operator.cli", "status", "--config", str(instance.home / "config.yaml"),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=instance.home,
         env={**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-1234567890"},
     )  # fmt: skip

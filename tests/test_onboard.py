@@ -15,9 +15,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.cli import main
-from bot.config import load_config
-from bot.onboard_files import read_env_file, write_env_file
+from bot.config.load import load_config
+from bot.operator.cli import main
+from bot.operator.onboard_files import read_env_file, write_env_file
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import TOKEN, FakeTelegram
 
@@ -40,7 +40,7 @@ async def run_onboard(tmp_path: Path, stdin: str, *args: str) -> tuple[int, str,
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.cli",
+        "bot.operator.cli",
         "onboard",
         "--config",
         str(tmp_path / "config.yaml"),

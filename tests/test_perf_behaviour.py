@@ -15,7 +15,7 @@ from agents.model import Usage
 from bot import model_choice
 from bot.daemon import Daemon
 from bot.model_choice import ModelChoices
-from bot.store_sqlite import SQLiteStore
+from bot.store.sqlite.store import SQLiteStore
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import make_config, running_daemon

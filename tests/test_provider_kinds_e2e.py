@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.sessions import SessionKey
-from bot.store import Store
+from bot.store.roles import Store
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.chat import MemoryChannel
 from tests.fakes.openai import FakeOpenAI, last_user_text

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.cli import main
-from bot.config import EXIT_CONFIG, ConfigError, load_config
+from bot.config.errors import EXIT_CONFIG, ConfigError
+from bot.config.load import load_config
 from bot.daemon import AlreadyRunning, Daemon, StartupError, status_path
+from bot.operator.cli import main
 from channels import registry
 from channels.plugin import ChannelContext
 from tests.fakes.anthropic import FakeAnthropic
@@ -198,7 +199,7 @@ def test_perch_run_says_in_one_line_why_it_could_not_start(tmp_path: Path) -> No
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "run", "--config", str(path)],
+        [sys.executable, "-m", "bot.operator.cli", "run", "--config", str(path)],
         capture_output=True,
         text=True,
         timeout=60,

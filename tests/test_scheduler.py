@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-import bot.cron_cli  # noqa: F401  (registers `perch cron`)
+import bot.operator.cron_cli  # noqa: F401  (registers `perch cron`)
 from agents.tools.cron import CronRequest
-from bot.cli import main as perch
-from bot.cron_jobs import CronJob, CronJobs, CronRun, create_job
+from bot.cron.jobs import CronJob, CronJobs, CronRun, create_job
+from bot.cron.scheduler import Scheduler
 from bot.daemon import Daemon
+from bot.operator.cli import main as perch
 from bot.routing import encode_chat
-from bot.scheduler import Scheduler
 from bot.sessions import SessionKey
-from bot.store import open_store
+from bot.store.open import open_store
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import make_config, running_daemon

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
-from bot.config import EXIT_CONFIG, ConfigError, load_config
-from bot.exec_checks import exec_checks
+from bot.config.errors import EXIT_CONFIG, ConfigError
+from bot.config.load import load_config
+from bot.operator.cli import main
+from bot.operator.doctor_exec import exec_checks
 from tests.harness import make_config
 
 SECRET = "sk-ant-very-secret-value-42"
@@ -91,7 +92,7 @@ def test_secret_values_never_appear_in_validation_errors(tmp_path: Path) -> None
 
 def test_the_daemon_can_make_itself_non_dumpable() -> None:
     code = (
-        "import ctypes; from bot.hardening import make_undumpable; ok = make_undumpable(); "
+        "import ctypes; from bot.process.hardening import make_undumpable; ok = make_undumpable(); "
         "libc = ctypes.CDLL(None); print(ok, libc.prctl(3, 0, 0, 0, 0))"
     )
     repo = Path(__file__).resolve().parent.parent

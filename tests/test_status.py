@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
+from bot.operator.cli import main
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon

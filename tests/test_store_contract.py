@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agents.model import Message, Usage
-from bot.store import (
+from bot.store.roles import Store
+from bot.store.rows import (
     COPY_COLUMNS,
     INBOX_LEASE,
     AlreadyRunning,
@@ -22,7 +23,6 @@ from bot.store import (
     CronRun,
     InstanceRow,
     PairingRequest,
-    Store,
 )
 from tests.store_backends import Backend
 

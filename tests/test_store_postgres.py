@@ -18,12 +18,13 @@ import asyncpg
 import pytest
 import yaml
 
-from bot.cli import main
-from bot.config import ConfigError
-from bot.doctor import run_checks
-from bot.store import InstanceRow, open_store
-from bot.store_pg_base import INSTANCE_LOCK
-from bot.store_pg_base import MIGRATIONS as PG_MIGRATIONS
+from bot.config.errors import ConfigError
+from bot.operator.cli import main
+from bot.operator.doctor import run_checks
+from bot.store.open import open_store
+from bot.store.postgres.base import INSTANCE_LOCK
+from bot.store.postgres.base import MIGRATIONS as PG_MIGRATIONS
+from bot.store.rows import InstanceRow
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import make_config, running_daemon
@@ -278,7 +279,7 @@ def test_perch_run_says_in_one_line_when_the_database_server_is_down(tmp_path: P
     make_config(tmp_path, "http://127.0.0.1:9", {"store.url": url})
     config = str(tmp_path / "config.yaml")
     done = subprocess.run(  # a process of its own: `perch run` sets up logging for good
-        [sys.executable, "-m", "bot.cli", "run", "--config", config],
+        [sys.executable, "-m", "bot.operator.cli", "run", "--config", config],
         capture_output=True,
         text=True,
         timeout=120,

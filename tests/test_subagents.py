@@ -21,7 +21,8 @@ from agents.subagent_ports import SubagentStatus
 from agents.tools.base import ToolContext, ToolError
 from bot.daemon import Daemon
 from bot.sessions import SessionKey
-from bot.store import SessionRow, Store
+from bot.store.roles import Store
+from bot.store.rows import SessionRow
 from tests.fakes.anthropic import FakeAnthropic, Reply, echo
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon

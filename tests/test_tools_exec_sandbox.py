@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from agents.tools.base import ToolContext
 from agents.tools.exec import ExecTool, build_env, looks_like_secret_value
 from agents.tools.sandbox import Limits, Sandbox, SandboxUnavailable, select_sandbox
-from bot.config import Config, ConfigError
+from bot.config.errors import ConfigError
+from bot.config.schema import Config
 from bot.toolbelt import build_tools
 from tests.waiting import eventually
 
@@ -319,7 +320,7 @@ def test_auto_without_bwrap_refuses_and_none_must_be_explicit(
 
 _HOLDER = """
 import time
-from bot.hardening import make_undumpable
+from bot.process.hardening import make_undumpable
 assert make_undumpable()
 print("ready", flush=True)
 time.sleep(60)

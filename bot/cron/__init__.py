@@ -1,0 +1,1 @@
+"""The cron wing: scheduled jobs (schedules, rows, runs), heartbeats, and the scheduler clock."""

@@ -1,0 +1,79 @@
+"""`perch status`, `sessions`, `pairing`, `chat` and `send`: the commands that ask the daemon.
+
+Each builds one control request (`bot/control_ops.py`) and hands it to
+`bot/control_client.run_command`, which asks the running daemon over its socket or, when
+none runs, does the same against the database (`chat` then runs the turn in-process; `send`
+needs the daemon). `register(sub, add)` adds them to the parser (`bot.operator.cli.build_parser`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from bot.operator.control_client import run_command
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    return run_command(args, "status", {})
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    return run_command(args, "sessions", {"limit": args.limit, "all": args.all})
+
+
+def cmd_pairing(args: argparse.Namespace) -> int:
+    if args.action == "list":
+        return run_command(
+            args, "pairing.list", {"channel": args.channel, "approved": args.approved}
+        )
+    if not args.channel or not args.value:
+        what = "CODE" if args.action == "approve" else "SENDER_ID"
+        print(f"usage: perch pairing {args.action} <channel> <{what}>", file=sys.stderr)
+        return 2
+    if args.action == "approve":
+        return run_command(args, "pairing.approve", {"channel": args.channel, "code": args.value})
+    return run_command(args, "pairing.revoke", {"channel": args.channel, "sender": args.value})
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    text = args.message if args.message != "-" else sys.stdin.read()
+    if not text.strip():
+        print("perch chat: the message is empty", file=sys.stderr)
+        return 2
+    return run_command(args, "chat", {"text": text, "session": args.session})
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    text = " ".join(args.text)
+    if text == "-":
+        text = sys.stdin.read()
+    return run_command(args, "send", {"to": args.to, "text": text})
+
+
+def register(sub: Any, add: Any) -> None:
+    """Add the commands to `perch`'s parser (called by `bot.operator.cli.build_parser`)."""
+    add("status", cmd_status, "what the running daemon is doing, and today's spend")
+    s = add("sessions", cmd_sessions, "list conversations, most recent first")
+    s.add_argument("--limit", type=int, default=50)
+    s.add_argument("--all", action="store_true", help="include archived conversations (/new)")
+    p = add("pairing", cmd_pairing, "list, approve or revoke senders met through pairing")
+    p.add_argument("action", choices=["list", "approve", "revoke"])
+    p.add_argument("channel", nargs="?", help="the channel name (list: optional filter)")
+    p.add_argument("value", nargs="?", metavar="CODE|SENDER_ID")
+    p.add_argument(
+        "--approved", action="store_true", help="list: approved senders, not pending codes"
+    )
+    c = add("chat", cmd_chat, "run one turn and print the reply (through the running daemon)")
+    c.add_argument("-m", "--message", required=True, help="what to say ('-' reads stdin)")
+    c.add_argument(
+        "--session", help="a session key (default agent:<id>:cli:local:dm:owner)", default=None
+    )
+    d = add("send", cmd_send, "deliver a message to a chat through the running daemon")
+    d.add_argument(
+        "--to",
+        required=True,
+        help="CHANNEL:CHAT (a channel key and chat id, as perch sessions shows), or owner",
+    )
+    d.add_argument("text", nargs="+", help="the message ('-' reads stdin)")

@@ -1,0 +1,130 @@
+"""The CLI side of the control socket: ask the running daemon, or do it here without one.
+
+`run_command(args, op, payload)` loads the config leniently (no secret is needed), sends
+`{"op": ..., "args": {...}}` as one JSON line to the daemon's socket and prints the one-line
+JSON answer (a `Reply`). When nothing listens there (no socket, or a stale one left by a
+crash) the same operation runs against the database directly, except `send` (only the
+daemon can deliver) and `chat`, which then runs one turn in-process (`bot/control_local.py`,
+the only path that needs the model key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from bot.config.load import load_config
+from bot.config.schema import Config
+from bot.operator.ops import OpContext, Reply, run_op, socket_path, unresolved_notes
+
+CONNECT_TIMEOUT = 2.0
+ANSWER_TIMEOUT = 30.0  # a chat turn has none: it takes as long as the model does
+LINE_LIMIT = 16 * 1024 * 1024
+
+
+async def call(
+    path: Path, op: str, args: dict[str, Any], *, timeout: float | None = ANSWER_TIMEOUT
+) -> Reply | None:
+    """The daemon's answer, or None when no daemon listens on `path`."""
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_unix_connection(str(path), limit=LINE_LIMIT), CONNECT_TIMEOUT
+        )
+    except (OSError, TimeoutError):
+        return None  # no socket, or one left by a daemon that died
+    try:
+        writer.write(json.dumps({"op": op, "args": args}).encode() + b"\n")
+        await writer.drain()
+        line = await asyncio.wait_for(reader.readline(), timeout)
+    except TimeoutError:
+        return Reply(1, err=f"perch: the daemon did not answer within {timeout:g} s ({path})\n")
+    except (OSError, asyncio.LimitOverrunError, ValueError) as exc:
+        return Reply(1, err=f"perch: the control socket {path} failed: {exc}\n")
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+    if not line:
+        return Reply(1, err=f"perch: the daemon closed {path} without answering; see its log\n")
+    try:
+        return Reply.from_json(json.loads(line))
+    except ValueError:
+        return Reply(1, err="perch: the daemon sent an answer I cannot read\n")
+
+
+def run_command(args: argparse.Namespace, op: str, payload: dict[str, Any]) -> int:
+    """Run `op` for a CLI command and print its reply; the exit code is the reply's."""
+    from bot.operator.cli import config_path
+
+    path = config_path(getattr(args, "config", None))
+    config = load_config(path, lenient=True)
+    reply = asyncio.run(dispatch(config, op, payload))
+    if reply.out:
+        sys.stdout.write(reply.out)
+        sys.stdout.flush()
+    if reply.err:
+        sys.stderr.write(reply.err)
+    return reply.code
+
+
+async def dispatch(config: Config, op: str, payload: dict[str, Any]) -> Reply:
+    timeout = None if op == "chat" else ANSWER_TIMEOUT
+    reply = await call(socket_path(config), op, payload, timeout=timeout)
+    if reply is not None:
+        return reply
+    if op == "chat":
+        from bot.operator.control_local import chat_standalone
+
+        return await chat_standalone(config, str(payload["text"]), payload.get("session"))
+    notes = unresolved_notes(config)
+    if op == "status":
+        payload = {**payload, "offline_status": _status_file(config)}
+        if not config.store.url and not config.db_path.exists():
+            lines = [f"Perch is not running (no database yet at {config.db_path}).", *notes]
+            return Reply(0, "\n".join(lines) + "\n")
+    from bot.store.open import open_store
+    from bot.store.rows import StoreUnavailable
+    from bot.store.urls import redact_url
+
+    try:
+        store = await open_store(config.store_target)
+    except StoreUnavailable as exc:
+        where = redact_url(str(config.store_target))
+        if op == "status":
+            lines = ["Perch is not running.", f"  database: {where}: {exc}", *notes]
+            return Reply(0, "\n".join(lines) + "\n")
+        return Reply(1, err=f"perch: the database {where} is unavailable: {exc}\n")
+    try:
+        return await run_op(OpContext(config, store), op, payload)
+    finally:
+        await store.close()
+
+
+def _status_file(config: Config) -> dict[str, Any] | None:
+    """What a daemon whose socket doesn't answer last wrote to status.json, if it lives."""
+    path = config.db_path.with_name("status.json")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not _alive(int(data.get("pid", 0))):
+        return None
+    return data
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

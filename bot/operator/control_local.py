@@ -1,0 +1,88 @@
+"""`perch chat` when no daemon runs: one turn in this process, reply on stdout.
+
+It takes the database's instance lock (so a daemon cannot start under it, and a daemon whose
+socket does not answer is reported instead of written over), builds the agent loop with the
+workspace tools (no channels, so no `message`, `cron` or `spawn`), runs the turn in the given
+session and saves it like any other. This is the one control path that needs the model key.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from agents.loop import AgentLoop
+from agents.prompt import PromptBuilder
+from bot.budget import Budget
+from bot.config.errors import ConfigError
+from bot.config.load import require_api_key
+from bot.config.providers import build_router
+from bot.config.schema import Config
+from bot.lanes import Pending, Turn
+from bot.operator.ops import Reply, default_chat_key, socket_path, turn_reply
+from bot.sessions import SessionKey
+from bot.store.open import open_store
+from bot.store.roles import Store
+from bot.store.rows import AlreadyRunning
+from bot.toolbelt import build_tools
+from bot.turns import TurnRunner
+from bot.workspace import seed_workspace
+from channels.base import ChatRef, Inbound
+
+
+async def chat_standalone(config: Config, text: str, session: object) -> Reply:
+    try:
+        key = SessionKey.parse(str(session)) if session else default_chat_key(config)
+    except ValueError as exc:
+        return Reply(2, err=f"perch chat: --session: {exc}\n")
+    unset = [u for u in config.unresolved if u.startswith("providers.")]
+    if unset:
+        return Reply(
+            78,
+            err=f"perch chat: Perch is not running, so the model is called from here, and "
+            f"{unset[0]} (or start the daemon)\n",
+        )
+    try:
+        require_api_key(config)
+    except ConfigError as exc:
+        return Reply(78, err=f"perch chat: {exc}\n")
+    store = await open_store(config.store_target)
+    try:
+        await store.hold_instance()
+    except AlreadyRunning:
+        await store.close()
+        return Reply(
+            1,
+            err="perch chat: a Perch daemon holds the database but its control socket "
+            f"{socket_path(config)} does not answer; check its log\n",
+        )
+    return await _run(config, store, key, text)
+
+
+async def _run(config: Config, store: Store, key: SessionKey, text: str) -> Reply:
+    client = build_router(config)  # the daemon's provider routing, same models
+    try:
+        notice = await Budget(config.agent.budget, store).notice()
+        if notice:
+            return Reply(1, err=f"perch chat: {notice}\n")
+        seed_workspace(config.workspace)
+        loop = AgentLoop(
+            client,
+            config.agent.model,
+            max_iterations=config.agent.max_iterations,
+            max_tokens=config.agent.max_tokens,
+            max_tool_result_chars=config.agent.max_tool_result_chars,
+        )
+        runner = TurnRunner(
+            config, store, loop, PromptBuilder(config.workspace), build_tools(config), {}
+        )
+        inbound = Inbound(
+            chat=ChatRef("", "", "dm", str(key)),
+            sender_id="owner",
+            text=text,
+            message_id=uuid.uuid4().hex,
+        )
+        outcome = await runner.run(key, Turn([Pending(inbound, None)]), None)
+        return turn_reply(outcome)
+    finally:
+        await client.aclose()
+        await store.close()

@@ -1,0 +1,1 @@
+"""The PostgreSQL backend: a server several Perch instances share (`store.PostgresStore`)."""

@@ -1,0 +1,1 @@
+"""The SQLite backend: one file, one daemon, the embedded default (`store.SQLiteStore`)."""

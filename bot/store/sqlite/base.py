@@ -1,0 +1,218 @@
+"""SQLite schema (`PRAGMA user_version` migrations) and the connection every SQLite part shares.
+
+`SQLiteBase` holds the one aiosqlite connection (WAL mode, autocommit) and `_transaction()`:
+an asyncio lock plus BEGIN IMMEDIATE/COMMIT, so a multi-statement write lands whole and
+concurrent writers never interleave. `_in_transaction(work)` does the same in one hand-off:
+`work` runs all its statements on the database thread (a turn's save was five hand-offs, each
+a thread wake-up; see bench/README.md). `MIGRATIONS[i]` takes the schema from version i to i+1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import aiosqlite
+
+from bot.store.rows import INBOX_LEASE
+
+T = TypeVar("T")
+
+MIGRATIONS: list[str] = [
+    # 1: the foundation
+    """
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        key TEXT NOT NULL,
+        archived INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        summary TEXT NOT NULL DEFAULT '',
+        compactions INTEGER NOT NULL DEFAULT 0,
+        model TEXT NOT NULL DEFAULT '',
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL NOT NULL DEFAULT 0,
+        context_tokens INTEGER NOT NULL DEFAULT 0,
+        origin TEXT NOT NULL DEFAULT ''
+    );
+    CREATE UNIQUE INDEX sessions_active_key ON sessions(key) WHERE archived = 0;
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        content TEXT NOT NULL,
+        run_id TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX messages_by_session ON messages(session_id, id);
+    CREATE TABLE inbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        channel TEXT NOT NULL,
+        account TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        session_key TEXT NOT NULL DEFAULT '',
+        payload TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending',
+        received_at REAL NOT NULL,
+        done_at REAL,
+        UNIQUE (channel, account, chat_id, message_id)
+    );
+    CREATE INDEX inbox_pending ON inbox(status) WHERE status = 'pending';
+    CREATE TABLE usage (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_key TEXT NOT NULL,
+        run_id TEXT NOT NULL DEFAULT '',
+        model TEXT NOT NULL DEFAULT '',
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX usage_by_time ON usage(created_at);
+    CREATE TABLE pairing (
+        channel TEXT NOT NULL,
+        code TEXT NOT NULL,
+        sender_id TEXT NOT NULL,
+        sender_name TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        PRIMARY KEY (channel, code)
+    );
+    CREATE TABLE approved_senders (
+        channel TEXT NOT NULL,
+        sender_id TEXT NOT NULL,
+        approved_at REAL NOT NULL,
+        PRIMARY KEY (channel, sender_id)
+    );
+    """,
+    # 2: scheduler
+    """
+    CREATE TABLE cron_jobs (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL DEFAULT '',
+        schedule_kind TEXT NOT NULL CHECK (schedule_kind IN ('at', 'every', 'cron')),
+        schedule TEXT NOT NULL,
+        tz TEXT NOT NULL DEFAULT 'UTC',
+        message TEXT NOT NULL,
+        session_mode TEXT NOT NULL DEFAULT 'isolated',
+        session_key TEXT NOT NULL DEFAULT '',
+        deliver_to TEXT NOT NULL DEFAULT '',
+        enabled INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL,
+        created_by TEXT NOT NULL DEFAULT '',
+        next_run_at REAL,
+        last_run_at REAL,
+        last_status TEXT NOT NULL DEFAULT '',
+        last_error TEXT NOT NULL DEFAULT '',
+        failures INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE cron_runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id TEXT NOT NULL,
+        started_at REAL NOT NULL,
+        finished_at REAL,
+        status TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX cron_runs_by_job ON cron_runs(job_id, id);
+    """,
+    # 3: running daemons (for perch status) and who works on an inbox row, until when
+    """
+    ALTER TABLE inbox ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE inbox ADD COLUMN lease_until REAL NOT NULL DEFAULT 0;
+    CREATE TABLE instances (
+        id TEXT PRIMARY KEY,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        started_at REAL NOT NULL,
+        seen_at REAL NOT NULL,
+        detail TEXT NOT NULL DEFAULT '{}'
+    );
+    """,
+    # 4: the model a chat chose with /model
+    """
+    CREATE TABLE session_models (
+        session_key TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    """,
+    # 5: claims and stop requests (several instances only share PostgreSQL)
+    """
+    CREATE TABLE claims (
+        name TEXT NOT NULL,
+        slot REAL NOT NULL,
+        holder TEXT NOT NULL,
+        lease_until REAL NOT NULL,
+        done INTEGER NOT NULL DEFAULT 0,
+        taken_at REAL NOT NULL,
+        PRIMARY KEY (name, slot)
+    );
+    CREATE TABLE stops (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_key TEXT NOT NULL,
+        everything INTEGER NOT NULL,
+        origin TEXT NOT NULL,
+        at REAL NOT NULL
+    );
+    """,
+]
+
+
+class SQLiteBase:
+    """The shared connection; the store's parts (sessions, queues) build on it."""
+
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+        self._db = db
+        self.path = path
+        self._lock = asyncio.Lock()
+        self.holder = ""  # this daemon's instance id once `hold_instance()` succeeded
+        self.lease = INBOX_LEASE
+        self.shared = False
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock:
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                await self._db.execute("ROLLBACK")
+                raise
+            else:
+                await self._db.execute("COMMIT")
+
+    async def _in_transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work(conn)` inside BEGIN IMMEDIATE/COMMIT on the database thread, as one
+        hand-off (ROLLBACK if it raises). `work` must only run SQL: it blocks that thread."""
+        # aiosqlite has no public call for "run this function on your thread"; `_execute` is
+        # the queue every one of its own calls goes through (stable since 0.12).
+        conn = self._db._conn
+
+        def run() -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        async with self._lock:
+            result: T = await self._db._execute(run)
+            return result
+
+
+def statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
