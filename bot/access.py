@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from bot.store.roles import Store
+from bot.store.roles import Pairing
 from bot.store.rows import PairingRequest
 from channels.base import Inbound
 from channels.options import ChannelPolicy
@@ -50,7 +50,7 @@ def new_pairing_code() -> str:
 
 
 class AccessControl:
-    def __init__(self, store: Store, policies: dict[str, ChannelPolicy]) -> None:
+    def __init__(self, store: Pairing, policies: dict[str, ChannelPolicy]) -> None:
         self._store = store
         self._policies = policies
         self._patterns = {

@@ -20,12 +20,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-
-if TYPE_CHECKING:  # bot.config imports BudgetConfig from here
-    from bot.store.roles import Store
+from bot.config.agent import BudgetConfig
+from bot.store.roles import Claims, UsageLedger
 
 log = logging.getLogger(__name__)
 
@@ -34,20 +32,15 @@ REFRESH_EVERY = 15.0  # seconds between reads of the day's spend from the store
 LIFT = "budget:lift"  # the claim that says the owner lifted the budget for the day
 
 
+class BudgetStore(UsageLedger, Claims, Protocol):
+    """The day's spend, and the claims that say who was told and whether it was lifted."""
+
+
 class RunCost(Protocol):
     """What the usage listener is told of a finished turn (`bot.turns.SessionState`)."""
 
     @property
     def cost_usd(self) -> float: ...
-
-
-class BudgetConfig(BaseModel):
-    """`agent.budget` in config.yaml."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    daily_usd: float = Field(0.0, ge=0)
-    warn_ratio: float = Field(0.8, gt=0, lt=1)
 
 
 def day_start(now: float | None = None) -> float:
@@ -62,7 +55,7 @@ class Budget:
     def __init__(
         self,
         settings: BudgetConfig,
-        store: Store,
+        store: BudgetStore,
         tell_owner: TellOwner | None = None,
         *,
         clock: Callable[[], float] = time.time,

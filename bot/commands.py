@@ -18,8 +18,13 @@ from typing import Protocol
 from bot.config.schema import Config
 from bot.model_choice import ModelChoices
 from bot.sessions import SessionKey
-from bot.store.roles import Store
+from bot.store.roles import History, Sessions, UsageLedger
 from channels.base import Inbound
+
+
+class CommandStore(Sessions, History, UsageLedger, Protocol):
+    """What chat commands read and change: sessions, their size, today's spend."""
+
 
 COMMANDS = ("stop", "stopall", "new", "reset", "status", "help", "compact", "model", "budget")
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@[A-Za-z0-9_]+)?(?:\s|$)")
@@ -81,7 +86,7 @@ class RemoteControl(Protocol):
 
 
 class Commands:
-    def __init__(self, control: SessionControl, store: Store, config: Config) -> None:
+    def __init__(self, control: SessionControl, store: CommandStore, config: Config) -> None:
         self._control = control
         self._store = store
         self._config = config

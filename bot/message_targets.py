@@ -24,7 +24,7 @@ from bot.config.schema import Config
 from bot.delivery import DeliveryError, clean_reply, send_reply
 from bot.owner import owner_ids, policies
 from bot.routing import decode_chat, parse_target
-from bot.store.roles import Store
+from bot.store.roles import Pairing
 from channels.base import Channel, ChatRef
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ class TargetPolicy:
 class ChatMessenger:
     """`agents.tools.message.Messenger`: checks the target against the policy, then sends."""
 
-    def __init__(self, config: Config, store: Store, channels: Mapping[str, Channel]) -> None:
+    def __init__(self, config: Config, store: Pairing, channels: Mapping[str, Channel]) -> None:
         self.config = config
         self.store = store
         self.channels = channels

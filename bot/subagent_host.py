@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from agents.loop import AgentLoop, RunResult
 from agents.model import Usage
@@ -26,9 +27,14 @@ from bot.config.schema import Config
 from bot.gateway import Gateway
 from bot.routing import decode_chat
 from bot.sessions import SessionKey
-from bot.store.roles import Store
+from bot.store.roles import History, Sessions, UsageLedger
 
 log = logging.getLogger(__name__)
+
+
+class ChildSessionStore(Sessions, History, UsageLedger, Protocol):
+    """Where children's runs and their cost are kept."""
+
 
 ANNOUNCE_WINDOW_S = 0.5
 ANNOUNCE_HEADER = (
@@ -52,7 +58,7 @@ def subagent_limits(config: Config) -> SubagentLimits:
 class ChildSessions:
     """`ChildStore` on the daemon's SQLite store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: ChildSessionStore) -> None:
         self.store = store
 
     def child_key(self, parent_key: str, spawn_id: str) -> str:
@@ -152,7 +158,7 @@ class LaneAnnouncer:
 
 
 def build_subagents(
-    config: Config, store: Store, loop: AgentLoop, prompts: PromptBuilder
+    config: Config, store: ChildSessionStore, loop: AgentLoop, prompts: PromptBuilder
 ) -> tuple[SubagentRunner, LaneAnnouncer]:
     """The daemon's sub-agent runner and its announcer (bind the gateway to it later)."""
     announcer = LaneAnnouncer()

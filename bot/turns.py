@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from typing import Protocol
 
 from agents.guard import BLOCKED_REPLY, check_input
 from agents.history import estimate_tokens, prepare_history, user_turn_starts
@@ -35,12 +36,17 @@ from bot.model_choice import ModelChoices
 from bot.process.logs import run_id_var, session_var
 from bot.routing import encode_chat
 from bot.sessions import SessionKey
-from bot.store.roles import Store
+from bot.store.roles import History, Sessions
 from bot.store.rows import SessionRow
 from channels import registry
 from channels.base import Channel, ChatRef, Outbound
 
 log = logging.getLogger(__name__)
+
+
+class TurnStore(Sessions, History, Protocol):
+    """What a turn reads and writes: its session and the history."""
+
 
 SUMMARY_ACK = "Understood. I have the summary of our earlier conversation."
 ERROR_REPLY = "Sorry, I couldn't answer that: {error}"
@@ -76,7 +82,7 @@ class TurnRunner:
     def __init__(
         self,
         config: Config,
-        store: Store,
+        store: TurnStore,
         loop: AgentLoop,
         prompts: PromptBuilder,
         tools: ToolRegistry,
@@ -268,7 +274,9 @@ class TurnRunner:
         self.after_run.append(listener)
 
 
-async def load_history(store: Store, session_id: str, max_turns: int) -> tuple[list[Message], int]:
+async def load_history(
+    store: TurnStore, session_id: str, max_turns: int
+) -> tuple[list[Message], int]:
     """The stored messages the turn limit can use (from the first of the last `max_turns`
     user turns on; all of them if the session has fewer) and how many the session holds.
     Reads a tail and widens it until it holds enough turns, so a turn's cost does not grow
@@ -282,7 +290,7 @@ async def load_history(store: Store, session_id: str, max_turns: int) -> tuple[l
 
 
 async def load_session(
-    store: Store, key: str, max_turns: int
+    store: TurnStore, key: str, max_turns: int
 ) -> tuple[SessionRow, list[Message], int]:
     """The session for `key` (created on first use) with what `load_history` gives; the
     session and the first tail come in one read."""
@@ -299,7 +307,7 @@ def _first_limit(max_turns: int) -> int:
 
 
 async def _widened(
-    store: Store, session_id: str, max_turns: int, limit: int, stored: list[Message], total: int
+    store: TurnStore, session_id: str, max_turns: int, limit: int, stored: list[Message], total: int
 ) -> tuple[list[Message], int]:
     while True:
         if len(stored) >= total:

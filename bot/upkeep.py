@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Protocol
 
 from agents.compaction import Compactor
 from agents.model import ModelError
@@ -20,15 +21,19 @@ from agents.tools.base import ToolContext
 from bot.config.schema import Config
 from bot.model_choice import ModelChoices
 from bot.sessions import SessionKey
-from bot.store.roles import Store
+from bot.store.roles import History, Sessions, UsageLedger
 from bot.turns import SessionState
 
 log = logging.getLogger(__name__)
 
 
+class UpkeepStore(Sessions, History, UsageLedger, Protocol):
+    """What compaction reads and rewrites."""
+
+
 class SessionUpkeep:
     def __init__(
-        self, config: Config, store: Store, compactor: Compactor, prompts: PromptBuilder
+        self, config: Config, store: UpkeepStore, compactor: Compactor, prompts: PromptBuilder
     ) -> None:
         self.config = config
         self.store = store

@@ -12,7 +12,8 @@ import pytest
 from agents.model import Usage
 from agents.tools.base import ToolContext, ToolError
 from agents.tools.cron import CronRequest, CronTool
-from bot.budget import REFRESH_EVERY, Budget, BudgetConfig
+from bot.budget import REFRESH_EVERY, Budget
+from bot.config.agent import BudgetConfig
 from bot.config.schema import Config
 from bot.cron.scheduler import Scheduler
 from bot.operator.cli import main

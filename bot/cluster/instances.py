@@ -13,12 +13,17 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from bot.store.roles import Store
+from bot.store.roles import Instances, Lifecycle
 from bot.store.rows import InstanceRow
 
 log = logging.getLogger(__name__)
+
+
+class InstanceStore(Lifecycle, Instances, Protocol):
+    """This daemon's row among the instances, and where the store is."""
+
 
 LIVE_WITHIN = 30.0
 
@@ -39,7 +44,7 @@ class InstanceBeacon:
     """Reports one daemon to the store; `beat()` never raises (a database hiccup is logged)."""
 
     def __init__(
-        self, store: Store, status: Callable[[], dict[str, Any]], instance_id: str
+        self, store: InstanceStore, status: Callable[[], dict[str, Any]], instance_id: str
     ) -> None:
         self.store = store
         self.status = status
@@ -83,6 +88,6 @@ def describe(instance: InstanceRow, now: float) -> str:
     )
 
 
-async def live_instance_lines(store: Store) -> list[str]:
+async def live_instance_lines(store: InstanceStore) -> list[str]:
     now = time.time()
     return [describe(i, now) for i in await store.instances(now - LIVE_WITHIN)]

@@ -11,20 +11,20 @@ without a database round trip.
 
 from __future__ import annotations
 
-from bot.store.roles import Store
+from bot.store.roles import Claims
 
 EARLY = 1.0  # a timer this many seconds before the job's time is not a due run
 
 
-async def take(store: Store, name: str, slot: float) -> bool:
+async def take(store: Claims, name: str, slot: float) -> bool:
     return await store.claim(name, slot) if store.shared else True
 
 
-async def finish(store: Store, name: str, slot: float, *, done: bool = True) -> None:
+async def finish(store: Claims, name: str, slot: float, *, done: bool = True) -> None:
     if store.shared:
         await store.release(name, slot, done=done)
 
 
-def not_yet(store: Store, due: float | None, now: float) -> bool:
+def not_yet(store: Claims, due: float | None, now: float) -> bool:
     """True if a timer fired for a job whose time moved on (another instance ran it)."""
     return store.shared and due is not None and due > now + EARLY

@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass
 
 from agents.cancel import CancelToken
-from bot.store.roles import Store
+from bot.store.roles import Claims
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class Held:
 class SessionSlots:
     """Cross-instance session slots (see the module docstring)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Claims) -> None:
         self.store = store
 
     async def take(self, key: str, limit: int, cancel: CancelToken) -> Held | None:

@@ -15,11 +15,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 from bot.sessions import SessionKey
-from bot.store.roles import Store
+from bot.store.roles import Claims, Lifecycle, Stops
 
 log = logging.getLogger(__name__)
+
+
+class StopStore(Lifecycle, Stops, Claims, Protocol):
+    """Stop requests across instances and who holds a session."""
+
 
 POLL = 0.5  # seconds between looks at the stop requests of other instances
 
@@ -27,7 +33,7 @@ POLL = 0.5  # seconds between looks at the stop requests of other instances
 class RemoteStops:
     def __init__(
         self,
-        store: Store,
+        store: StopStore,
         stop_oldest: Callable[[SessionKey], bool],
         stop_all: Callable[[SessionKey], tuple[int, int]],
     ) -> None:

@@ -13,8 +13,6 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from bot.budget import BudgetConfig
-
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -108,6 +106,15 @@ class WebFetchConfig(StrictModel):
     allow_hosts: list[str] = Field(default_factory=list)
     max_bytes: int = Field(2_000_000, ge=1000)
     timeout_s: float = Field(20, gt=0)
+
+
+class BudgetConfig(BaseModel):
+    """`agent.budget` in config.yaml."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    daily_usd: float = Field(0.0, ge=0)
+    warn_ratio: float = Field(0.8, gt=0, lt=1)
 
 
 class AgentConfig(StrictModel):

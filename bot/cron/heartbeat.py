@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, time
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 from zoneinfo import ZoneInfo
 
 from bot.config.schema import Config, HeartbeatTarget
@@ -35,10 +35,15 @@ from bot.gateway import Gateway
 from bot.owner import resolve_owner
 from bot.routing import decode_chat, parse_target
 from bot.sessions import SessionKey
-from bot.store.roles import Store
+from bot.store.roles import History, Sessions
 from channels.base import Channel, ChatRef
 
 log = logging.getLogger(__name__)
+
+
+class HeartbeatStore(Sessions, History, Protocol):
+    """The heartbeat's session and the chats it may speak in."""
+
 
 HeartbeatOutcome = Literal[
     "outside_hours", "empty", "no_target", "busy", "silent", "delivered", "cancelled", "error"
@@ -143,7 +148,7 @@ def _owner(config: Config, channels: Mapping[str, Channel]) -> ChatRef:
     return chat
 
 
-async def _last(store: Store, channels: Mapping[str, Channel]) -> ChatRef:
+async def _last(store: Sessions, channels: Mapping[str, Channel]) -> ChatRef:
     for origin in await store.recent_origins(50):
         chat = decode_chat(origin)
         if chat is not None and chat.channel in channels:
@@ -156,7 +161,7 @@ async def resolve_target(
     *,
     config: Config,
     channels: Mapping[str, Channel],
-    store: Store,
+    store: Sessions,
 ) -> ChatRef | None:
     """The chat `target` points to now; None for `none`. TargetError when there is none."""
     accounts = {name: channel.account for name, channel in channels.items()}
@@ -190,7 +195,7 @@ async def resolve_target(
 # -- the heartbeat itself ------------------------------------------------------------------
 
 
-async def trim_history(store: Store, key: SessionKey, keep_runs: int) -> None:
+async def trim_history(store: HeartbeatStore, key: SessionKey, keep_runs: int) -> None:
     """Keep only the messages of the session's last `keep_runs` runs (whole runs)."""
     session = await store.find_session(str(key))
     if session is None:
@@ -209,7 +214,7 @@ class Heartbeat:
         self,
         config: Config,
         gateway: Gateway,
-        store: Store,
+        store: HeartbeatStore,
         *,
         clock: Clock = _utc_now,
         keep_runs: int = KEEP_RUNS,

@@ -18,7 +18,7 @@ from bot.cron.jobs import CronJob, RunStatus, describe_chat
 from bot.delivery import DeliveryError, clean_reply, send_reply
 from bot.gateway import Gateway
 from bot.sessions import SessionKey
-from bot.store.roles import Store
+from bot.store.roles import Sessions
 from channels.base import ChatRef
 
 BudgetGate = Callable[[], Awaitable[str]]
@@ -46,7 +46,7 @@ SHUTDOWN = RunOutcome("skipped", "the daemon is stopping", shutdown=True)
 class JobRunner:
     """Runs cron jobs through the gateway; `stopping()` says the scheduler is shutting down."""
 
-    def __init__(self, config: Config, store: Store, stopping: Callable[[], bool]) -> None:
+    def __init__(self, config: Config, store: Sessions, stopping: Callable[[], bool]) -> None:
         self.config = config
         self.store = store
         self.stopping = stopping

@@ -1,10 +1,11 @@
-"""The `Store` protocol: everything the daemon persists, behind one typed seam.
+"""The store's roles: what the daemon persists, as small protocols, one per concern.
 
-The rest of `bot/` depends on this protocol and its row types only; every SQL statement of
-the project lives in a backend behind it (`bot/store_sqlite*.py`, the embedded default;
-`bot/store_pg*.py`, a PostgreSQL server). `open_store(where)`
-picks the backend: a `postgresql://` URL or a file path. `tests/test_store_contract.py` is
-the behaviour every backend must show.
+A consumer depends on the roles it uses (the gateway on `Inbox`, access control on
+`Pairing`, ...), never on a database: every SQL statement of the project lives in a backend
+that implements all of them (`sqlite/`, the embedded default; `postgres/`, a server several
+instances share). `Store` is every role at once: what `open_store` returns and the daemon's
+build step hands out, one role at a time. `tests/store/test_store_contract.py` is the
+behaviour every backend must show, role by role.
 
 Guarantees every backend keeps: a run's messages and usage land in one transaction (all or
 nothing, never interleaved with another run's); `inbox_add` writes a platform message once
@@ -29,8 +30,8 @@ from bot.store.rows import (
 )
 
 
-class Store(Protocol):
-    """The daemon's database. Get one with `await open_store(...)`; `close()` it."""
+class Lifecycle(Protocol):
+    """Opening, holding and closing the store itself."""
 
     lease: float  # seconds an inbox row or a claim stays with its instance without a beat
     shared: bool  # several daemons may use this store at once (PostgreSQL)
@@ -58,7 +59,9 @@ class Store(Protocol):
     async def check_writable(self) -> None:
         """Raise if a write transaction cannot be opened (read-only file, no privileges)."""
 
-    # -- sessions and history -----------------------------------------------------------
+
+class Sessions(Protocol):
+    """Conversations by key: found, listed, archived, reset, and the model each chose."""
 
     async def session(self, key: str) -> SessionRow:
         """The active session for `key`, created empty on first use."""
@@ -71,6 +74,22 @@ class Store(Protocol):
 
     async def recent_origins(self, limit: int = 50) -> list[str]:
         """Encoded origin chats of active sessions, most recently updated first."""
+
+    async def archive_session(self, key: str) -> bool:
+        """`/new`: archive the active session; the next message starts a fresh one."""
+
+    async def reset_session(self, key: str) -> bool:
+        """`/reset`: clear history and summary in place (usage totals stay)."""
+
+    async def session_model(self, session_key: str) -> str:
+        """The model `/model` chose for this session key ("" = the configured default)."""
+
+    async def set_session_model(self, session_key: str, model: str) -> None:
+        """Keep `model` for this session key; "" forgets the choice."""
+
+
+class History(Protocol):
+    """A session's messages: the turn's reads, a run's atomic write, compaction."""
 
     async def messages(self, session_id: str) -> list[Message]: ...
 
@@ -102,33 +121,41 @@ class Store(Protocol):
     ) -> None:
         """Write one run's messages, the session's totals and the usage ledger atomically."""
 
-    async def add_session_totals(self, keys: Iterable[str], usage: Usage) -> None:
-        """Add usage already in the ledger (a sub-agent's) to other sessions' totals."""
-
-    async def add_usage(self, session_key: str, usage: Usage, *, model: str = "") -> None:
-        """Add usage to a session's totals and the ledger without new messages."""
-
     async def compact(self, session_id: str, summary: str, upto_id: int) -> int:
         """Replace messages up to and including `upto_id` by `summary`; rows removed."""
 
     async def trim_runs(self, session_id: str, keep_runs: int) -> int:
         """Keep only the messages of the session's last `keep_runs` runs; rows removed."""
 
-    async def archive_session(self, key: str) -> bool:
-        """`/new`: archive the active session; the next message starts a fresh one."""
 
-    async def reset_session(self, key: str) -> bool:
-        """`/reset`: clear history and summary in place (usage totals stay)."""
+class UsageLedger(Protocol):
+    """Tokens and cost: the ledger per run and the totals per session."""
+
+    async def add_session_totals(self, keys: Iterable[str], usage: Usage) -> None:
+        """Add usage already in the ledger (a sub-agent's) to other sessions' totals."""
+
+    async def add_usage(self, session_key: str, usage: Usage, *, model: str = "") -> None:
+        """Add usage to a session's totals and the ledger without new messages."""
 
     async def usage_since(self, since: float) -> Usage: ...
 
-    async def session_model(self, session_key: str) -> str:
-        """The model `/model` chose for this session key ("" = the configured default)."""
 
-    async def set_session_model(self, session_key: str, model: str) -> None:
-        """Keep `model` for this session key; "" forgets the choice."""
+class Stops(Protocol):
+    """`/stop` requests that reach runs on the other instances (`bot/cluster/stops.py`)."""
 
-    # -- inbox ----------------------------------------------------------------------------
+    async def stop_publish(self, session_key: str, everything: bool) -> int:
+        """Ask the other instances to stop the session's oldest run (or, with `everything`,
+        all its runs and waiting messages); returns the request's id."""
+
+    async def stops_after(self, after: int | None) -> tuple[int, list[tuple[str, bool]]]:
+        """Stop requests of other instances after id `after`, oldest first, as (session key,
+        everything), and the id to ask after next; `after` None: none, only that id."""
+
+
+class Inbox(Protocol):
+    """Accepted platform messages, written before they are processed (dedupe, recovery)."""
+
+    lease: float
 
     async def inbox_add(
         self,
@@ -158,7 +185,9 @@ class Store(Protocol):
     async def inbox_prune(self, older_than: float) -> None:
         """Forget closed rows received before `older_than` (dedupe needs recent ids only)."""
 
-    # -- pairing --------------------------------------------------------------------------
+
+class Pairing(Protocol):
+    """Pairing codes and the senders they approved."""
 
     async def is_approved(self, channel: str, sender_id: str) -> bool: ...
 
@@ -177,7 +206,9 @@ class Store(Protocol):
     async def pairing_revoke(self, channel: str, sender_id: str) -> bool:
         """Withdraw an approval; False if the sender was not approved."""
 
-    # -- cron -----------------------------------------------------------------------------
+
+class CronBook(Protocol):
+    """Scheduled jobs and their run history."""
 
     async def cron_insert(self, job: CronJobRow) -> None: ...
 
@@ -214,7 +245,11 @@ class Store(Protocol):
     async def cron_changes(self) -> int:
         """A token that changes when another process or instance commits job changes."""
 
-    # -- instances ------------------------------------------------------------------------
+
+class Instances(Protocol):
+    """The daemons that use the store, for `perch status` and lease renewal."""
+
+    lease: float
 
     async def instance_beat(self, instance: InstanceRow) -> None:
         """Record that `instance` is alive (insert or refresh seen_at and detail) and
@@ -227,7 +262,12 @@ class Store(Protocol):
     async def instances(self, seen_since: float) -> list[InstanceRow]:
         """Instances seen at or after `seen_since`, oldest start first."""
 
-    # -- claims across instances (`bot/claims.py` explains the uses) ----------------------
+
+class Claims(Protocol):
+    """Claims across instances (`bot/cluster/slots.py` and `once.py` explain the uses)."""
+
+    lease: float
+    shared: bool
 
     async def claim(self, name: str, slot: float = 0.0, now: float | None = None) -> bool:
         """Take (`name`, `slot`) for this instance, leased for `lease` seconds and renewed
@@ -248,20 +288,14 @@ class Store(Protocol):
         """Whether (`name`, `slot`) was released as done, by any instance (a once-a-day
         notice sent, a switch thrown for the day)."""
 
-    async def stop_publish(self, session_key: str, everything: bool) -> int:
-        """Ask the other instances to stop the session's oldest run (or, with `everything`,
-        all its runs and waiting messages); returns the request's id."""
-
-    async def stops_after(self, after: int | None) -> tuple[int, list[tuple[str, bool]]]:
-        """Stop requests of other instances after id `after`, oldest first, as (session key,
-        everything), and the id to ask after next; `after` None: none, only that id."""
-
     async def leadership(self, name: str) -> bool:
         """True while this process leads `name` (e.g. a platform's single receiver): taken
         if free, kept until `close()` or the process dies. Always True on a store that
         is not `shared`. Call it again to check; a lost leadership is taken again if free."""
 
-    # -- copying between backends (`perch store migrate`) ---------------------------------
+
+class Copying(Protocol):
+    """Copying every row between backends (`perch store migrate`)."""
 
     async def is_empty(self) -> bool:
         """True if no table of `COPY_COLUMNS` holds a row."""
@@ -274,3 +308,20 @@ class Store(Protocol):
 
     async def finish_load(self) -> None:
         """Make generated ids continue after the loaded ones."""
+
+
+class Store(
+    Lifecycle,
+    Sessions,
+    History,
+    UsageLedger,
+    Inbox,
+    Pairing,
+    CronBook,
+    Instances,
+    Claims,
+    Stops,
+    Copying,
+    Protocol,
+):
+    """Every role at once: what `open_store` returns. Hand a part only the roles it uses."""
