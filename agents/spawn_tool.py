@@ -1,4 +1,4 @@
-"""The `spawn` tool: the model's handle on `agents.subagents.SubagentRunner`.
+"""The `spawn` tool: the model's handle on the sub-agent runner (a `Spawner`).
 
 It checks the arguments the model wrote (`task`, `label`, `wait`, `timeout_s`) and hands them to
 the runner, which owns the limits, the child sessions and the announcements.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.subagents import SPAWN_TOOL, SubagentRunner
+from agents.subagent_ports import SPAWN_TOOL, Spawner
 from agents.tools.base import ToolContext, ToolError, ToolResult
 
 
@@ -17,7 +17,7 @@ class SpawnTool:
 
     name = SPAWN_TOOL
 
-    def __init__(self, runner: SubagentRunner) -> None:
+    def __init__(self, runner: Spawner) -> None:
         self.input_schema: dict[str, Any] = {
             "type": "object",
             "properties": {

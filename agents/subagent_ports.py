@@ -1,5 +1,6 @@
-"""What the sub-agent runner shares with the daemon: its limits, its status, and the two
-protocols the daemon implements for it (`ChildStore`, `Announcer`)."""
+"""What the sub-agent runner shares with the daemon and its tool: its limits, its status, the
+two protocols the daemon implements for it (`ChildStore`, `Announcer`), and the `Spawner`
+face the `spawn` tool calls."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from typing import Protocol
 
 from agents.loop import RunResult
 from agents.model import Usage
+from agents.tools.base import ToolContext, ToolResult
+
+SPAWN_TOOL = "spawn"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,3 +52,20 @@ class Announcer(Protocol):
 class SubagentStatus:
     running: int
     queued: int
+
+
+class Spawner(Protocol):
+    """What the `spawn` tool asks of the runner (`agents.subagents.SubagentRunner`)."""
+
+    @property
+    def limits(self) -> SubagentLimits: ...
+
+    async def spawn(
+        self,
+        task: str,
+        ctx: ToolContext,
+        *,
+        label: str = "",
+        wait: bool = True,
+        timeout_s: float | None = None,
+    ) -> ToolResult: ...

@@ -34,7 +34,14 @@ from agents.cancel import Cancelled, CancelToken
 from agents.loop import AgentLoop, RunRequest, RunResult
 from agents.prompt import PromptBuilder, RuntimeInfo
 from agents.sanitize import sanitize_output
-from agents.subagent_ports import Announcer, ChildStore, SubagentLimits, SubagentStatus
+from agents.spawn_tool import SpawnTool
+from agents.subagent_ports import (
+    SPAWN_TOOL,
+    Announcer,
+    ChildStore,
+    SubagentLimits,
+    SubagentStatus,
+)
 from agents.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -42,7 +49,6 @@ log = logging.getLogger(__name__)
 ALWAYS_DENIED: tuple[str, ...] = ("cron", "message", "memory_*", "send_file", "react")
 """Tools no sub-agent ever gets: scheduling, talking to people, and long-term memory."""
 
-SPAWN_TOOL = "spawn"
 _RUNS_REMEMBERED = 4096  # per-run spawn counters kept (oldest forgotten first)
 _LABEL_CHARS = 60
 
@@ -74,10 +80,12 @@ class SubagentRunner:
         store: ChildStore,
         announcer: Announcer,
         *,
+        tools: ToolRegistry,
         agent_id: str,
         limits: SubagentLimits | None = None,
         timezone: str = "UTC",
         model: str | None = None,
+        gate: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         self.loop = loop
         self.prompts = prompts
@@ -87,25 +95,21 @@ class SubagentRunner:
         self.limits = limits or SubagentLimits()
         self.timezone = timezone
         self.model = model  # None: a child uses its parent's model
-        self._tools = ToolRegistry()
+        # The main agent's tools: those given plus `spawn`; children get restricted views.
+        self.tools = tools.with_tools([SpawnTool(self)])
         self._slots = asyncio.Semaphore(self.limits.max_concurrent)
         self._per_run: OrderedDict[str, int] = OrderedDict()
         self._children: dict[str, _Child] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._running = 0
-        # Returns why no sub-agent may start now (the daemon's spending guard), or "".
-        self.gate: Callable[[], Awaitable[str]] | None = None
-
-    def use_tools(self, tools: ToolRegistry) -> None:
-        """Give the runner the main agent's registry; children get restricted views of it."""
-        self._tools = tools
+        self.gate = gate  # why no sub-agent may start now (the spending guard), or ""
 
     def tools_for(self, depth: int) -> ToolRegistry:
         """The tools of a child at `depth` (1 for a direct child of a top-level run)."""
         deny = [*ALWAYS_DENIED, *self.limits.deny]
         if depth >= self.limits.max_depth:
             deny.append(SPAWN_TOOL)
-        return self._tools.restricted(self.limits.allow, deny)
+        return self.tools.restricted(self.limits.allow, deny)
 
     def status(self) -> SubagentStatus:
         return SubagentStatus(self._running, len(self._children) - self._running)

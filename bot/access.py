@@ -50,15 +50,19 @@ def new_pairing_code() -> str:
 
 
 class AccessControl:
-    def __init__(self, store: Pairing, policies: dict[str, ChannelPolicy]) -> None:
+    def __init__(
+        self,
+        store: Pairing,
+        policies: dict[str, ChannelPolicy],
+        on_request: Callable[[PairingRequest], Awaitable[object]] | None = None,
+    ) -> None:
         self._store = store
         self._policies = policies
         self._patterns = {
             name: [re.compile(p, re.IGNORECASE) for p in policy.mention_patterns]
             for name, policy in policies.items()
         }
-        # Called with each new pairing request (the daemon tells the owner).
-        self.on_request: Callable[[PairingRequest], Awaitable[object]] | None = None
+        self.on_request = on_request  # told of each new pairing request (the owner is)
 
     async def check(self, inbound: Inbound) -> Access:
         channel = inbound.chat.channel

@@ -63,6 +63,15 @@ class BudgetControl(Protocol):
     async def command(self, argument: str, *, is_owner: bool) -> str: ...
 
 
+class BudgetGuard(BudgetControl, Protocol):
+    """The daily spending guard as the gateway sees it (`bot.budget.Budget`)."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    async def notice(self) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class LaneInfo:
     active: int
@@ -86,13 +95,22 @@ class RemoteControl(Protocol):
 
 
 class Commands:
-    def __init__(self, control: SessionControl, store: CommandStore, config: Config) -> None:
+    def __init__(
+        self,
+        control: SessionControl,
+        store: CommandStore,
+        config: Config,
+        models: ModelChoices,
+        *,
+        budget: BudgetControl | None = None,
+        remote: RemoteControl | None = None,  # when instances share the store
+    ) -> None:
         self._control = control
         self._store = store
         self._config = config
-        self.models = ModelChoices(store, config)
-        self.budget: BudgetControl | None = None
-        self.remote: RemoteControl | None = None  # set when instances share the store
+        self.models = models
+        self.budget = budget
+        self.remote = remote
 
     async def _remote(self, key: SessionKey, *, everything: bool) -> int:
         if self.remote is None:

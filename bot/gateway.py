@@ -5,31 +5,39 @@ inbox first (a redelivered platform id is dropped there), checks access, answers
 without the model, and admits the rest into the session's `Lane`, starting turns as tasks.
 A global semaphore (`max_concurrent_runs`) hands out model-run slots first come, first
 served, given back when a turn's agent loop ends (before its answer is saved and sent). When
-a turn ends its inbox rows are closed and the lane starts what waits. On start, `recover()`
-re-runs what a crash left open (within `recovery_window`) and asks older senders to resend.
+a turn ends its inbox rows are closed and the lane starts what waits. `start()` begins taking sub-agent results (`Announcements`) as parent turns; crash recovery
+is `bot/recovery.py`'s, through `process`, `close` and `send`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from typing import Any, Literal, Protocol
 
 from agents.cancel import Cancelled
 from agents.prompt import PromptMode
 from bot.access import AccessControl, Verdict
 from bot.cluster.slots import SessionSlots
-from bot.commands import Commands, LaneInfo, parse_command, unknown_command_reply
+from bot.commands import (
+    BudgetGuard,
+    Commands,
+    LaneInfo,
+    RemoteControl,
+    parse_command,
+    unknown_command_reply,
+)
 from bot.config.schema import Config
 from bot.group_context import GroupContext
-from bot.inbox_payload import inbound_from_payload, inbound_to_payload, well_formed
+from bot.inbox_payload import inbound_to_payload, well_formed
 from bot.lanes import Admission, Lane, LaneTable, Pending, QueueMode, Turn, take_run_slot
+from bot.model_choice import ModelChoices
 from bot.sessions import SessionKey
-from bot.store.roles import Store
-from bot.turns import SessionState, TurnOutcome, TurnRunner
+from bot.store.roles import Claims, History, Inbox, Sessions, UsageLedger
+from bot.subagent_host import Announcements
+from bot.turns import TurnOutcome, TurnRunner
 from channels.base import Channel, ChatRef, Inbound, Outbound
 
 log = logging.getLogger(__name__)
@@ -37,43 +45,66 @@ log = logging.getLogger(__name__)
 DROPPED_NOTICE = (
     "I was busy and had to drop older waiting messages; please resend anything still important."
 )
-LOST_NOTICE = "I restarted and lost your message from {when}; please resend it."
 RESTART_NOTICE = "I'm restarting and had to stop this reply; please ask again in a minute."
 
 Compactor = Callable[[SessionKey], Awaitable[str]]
+
+
+class GatewayStore(Inbox, Claims, Sessions, History, UsageLedger, Protocol):
+    """The inbox, the run slots across instances, and what chat commands read."""
 
 
 class Gateway:
     def __init__(
         self,
         config: Config,
-        store: Store,
+        store: GatewayStore,
         runner: TurnRunner,
-        channels: dict[str, Channel],
+        channels: Mapping[str, Channel],
         access: AccessControl,
+        models: ModelChoices,
+        *,
+        budget: BudgetGuard | None = None,
+        remote: RemoteControl | None = None,
+        compactor: Compactor | None = None,
+        cancel_children: Callable[[str], int] = lambda _session: 0,
+        announcements: Announcements | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.runner = runner
         self.channels = channels
         self.access = access
-        self.commands = Commands(self, store, config)
+        self.commands = Commands(self, store, config, models, budget=budget, remote=remote)
         agent = config.agent
         self.lanes = LaneTable(group_limit=agent.group_max_concurrent, cap=agent.queue.cap)
         self.slots = asyncio.Semaphore(config.agent.max_concurrent_runs)
         self.session_slots = SessionSlots(store)
         self.mode: QueueMode = config.agent.queue.mode
         self.accepting = True
-        self.compactor: Compactor | None = None
-        # Cancels a session's background sub-agents (those outliving their turn).
-        self.cancel_children: Callable[[str], int] = lambda _session: 0
-        # Returns a one-line notice while chats may not spend (bot/budget.py), else "".
-        self.budget_gate: Callable[[], Awaitable[str]] | None = None
+        self.compactor = compactor
+        self.cancel_children = cancel_children  # a session's sub-agents outliving their turn
+        # A one-line notice while chats may not spend (bot/budget.py), else "".
+        self.budget_gate = budget.notice if budget is not None and budget.enabled else None
+        self.announcements = announcements
+        self._announcing: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[object]] = set()
         self.group_context = GroupContext(config.gateway.group_context_messages)
         self._idle = asyncio.Event()
         self._idle.set()
-        runner.add_usage_listener(self._note_context)
+
+    def start(self) -> None:
+        """Take sub-agent results as parent turns from now until `drain()`."""
+        if self.announcements is not None:
+            self._announcing = asyncio.create_task(self._announce_forever(self.announcements))
+
+    async def _announce_forever(self, source: Announcements) -> None:
+        while True:  # until drain() cancels it; a stopping gateway runs no new turn
+            batch = await source.next()
+            turn = self.run_system_turn(
+                batch.parent, batch.text, chat=batch.chat, when_busy="queue"
+            )
+            self._spawn(turn)
 
     # -- intake -------------------------------------------------------------------------
 
@@ -89,54 +120,51 @@ class Gateway:
             str(key),
         )
         if inbox_id is None:
-            log.info("duplicate message %s from %s dropped", inbound.message_id, _where(inbound))
+            log.info("duplicate message %s from %s dropped", inbound.message_id, where(inbound))
             return
         if not self.accepting:
             # Shutting down: the message stays open in the inbox and runs after the restart.
-            log.info("shutting down: %s kept for the next start", _where(inbound))
+            log.info("shutting down: %s kept for the next start", where(inbound))
             return
-        await self._process(inbound, key, inbox_id)
+        await self.process(inbound, key, inbox_id)
 
-    async def _process(self, inbound: Inbound, key: SessionKey, inbox_id: int | None) -> None:
+    async def process(self, inbound: Inbound, key: SessionKey, inbox_id: int | None) -> None:
+        """Access, commands, lanes for a message already in the inbox (row `inbox_id`)."""
         command = parse_command(inbound.text)
         if command is not None:
-            await self._close([inbox_id], "command")
+            await self.close([inbox_id], "command")
             if not await self.access.is_authorised(inbound):
-                log.info("command /%s from unauthorised %s ignored", command, _where(inbound))
+                log.info("command /%s from unauthorised %s ignored", command, where(inbound))
                 return
             reply = await self.commands.handle(command, key, inbound)
-            await self._send(inbound.chat, reply, urgent=True)
+            await self.send(inbound.chat, reply, urgent=True)
             return
         access = await self.access.check(inbound)
         if access.verdict is Verdict.CONTEXT:
             who = inbound.sender_name or inbound.sender_id
             self.group_context.remember(str(key.chat_key), who, inbound.text)
-            await self._close([inbox_id], "context")
+            await self.close([inbox_id], "context")
             return
         if access.verdict is Verdict.PAIRING:
-            await self._close([inbox_id], "pairing")
-            await self._send(inbound.chat, access.reply)
+            await self.close([inbox_id], "pairing")
+            await self.send(inbound.chat, access.reply)
             return
         if access.verdict is Verdict.DENY:
-            log.info("message from %s ignored: %s", _where(inbound), access.reason)
-            await self._close([inbox_id], "denied")
+            log.info("message from %s ignored: %s", where(inbound), access.reason)
+            await self.close([inbox_id], "denied")
             return
         notice = unknown_command_reply(inbound.text)
         if not notice and self.budget_gate is not None:
             notice = await self.budget_gate()
         if notice:
-            await self._close([inbox_id], "answered")
-            await self._send(inbound.chat, notice)
+            await self.close([inbox_id], "answered")
+            await self.send(inbound.chat, notice)
             return
         pending = Pending(inbound, inbox_id, self.group_context.take(str(key.chat_key)))
         if self.runner.media is not None:
             self.runner.media.acknowledge(inbound)
-        self._admit(key, pending)
-
-    def _admit(self, key: SessionKey, pending: Pending) -> None:
         lane = self._lane(key)
-        admission = lane.admit(pending, self.mode)
-        self._apply(key, lane, pending, admission)
+        self._apply(key, lane, pending, lane.admit(pending, self.mode))
 
     def _apply(self, key: SessionKey, lane: Lane, pending: Pending, admission: Admission) -> None:
         for turn in admission.interrupt:
@@ -174,13 +202,10 @@ class Gateway:
         mode: PromptMode = "full",
         system: bool = True,
     ) -> TurnOutcome | None:
-        """Run a turn the daemon starts itself (heartbeat, cron, sub-agent result).
-
-        It takes its place in the session's lane, so `/stop` reaches it and a DM never runs
-        two turns at once. With `chat` the reply is delivered there (sanitised, NO_REPLY
-        honoured); without, the caller gets the outcome and delivers. A busy session makes
-        it return None at once (`skip`) or wait its turn in the queue (`queue`).
-        """
+        """Run a turn the daemon starts itself (heartbeat, cron, sub-agent result) in the
+        session's lane, so `/stop` reaches it and a DM never runs two turns at once. With
+        `chat` the reply is delivered there; without, the caller gets the outcome. A busy
+        session makes it return None at once (`skip`) or wait in the queue (`queue`)."""
         if not self.accepting:
             return None
         inbound = Inbound(
@@ -218,7 +243,10 @@ class Gateway:
                 await self.session_slots.give_back(held)
                 return None
             try:
-                return await self.runner.run(key, turn, chat, mode)
+                outcome = await self.runner.run(key, turn, chat, mode)
+                if (state := outcome.session) is not None:  # a full context runs one at a time
+                    self.lanes.note_context(state.key, state.context_tokens / self.runner.window)
+                return outcome
             finally:
                 turn.release_slot()
                 await self.session_slots.give_back(held)
@@ -226,7 +254,7 @@ class Gateway:
             status = "failed"
             log.exception("turn %s for %s failed", turn.run_id, key)
             if chat is not None:
-                await self._send(chat, "Sorry, something went wrong on my side; please try again.")
+                await self.send(chat, "Sorry, something went wrong on my side; please try again.")
             return None
         finally:
             lane.active.remove(turn)
@@ -279,38 +307,7 @@ class Gateway:
     def is_busy(self, key: SessionKey) -> bool:
         return self.lanes.busy(str(key))
 
-    # -- recovery and shutdown ------------------------------------------------------------
-
-    async def recover(self) -> int:
-        """Re-run what a crash left unfinished; returns how many messages were re-run."""
-        rerun = await self.take_over()
-        await self.store.inbox_prune(time.time() - 7 * 86400)
-        await self.store.claims_prune(time.time() - 7 * 86400)
-        return rerun
-
-    async def take_over(self) -> int:
-        """Run the inbox rows whose lease ran out (a crash; with a shared store, another
-        instance that died): at start and every few seconds while running."""
-        if not self.accepting:
-            return 0
-        window = self.config.gateway.recovery_window
-        now = time.time()
-        rerun = 0
-        for row in await self.store.inbox_claim():
-            inbound = inbound_from_payload(row.payload)
-            if inbound is None:
-                await self._close([row.id], "failed")
-                continue
-            if now - row.received_at > window:
-                when = time.strftime("%H:%M", time.localtime(row.received_at))
-                await self._close([row.id], "expired")
-                await self._send(inbound.chat, LOST_NOTICE.format(when=when))
-                continue
-            rerun += 1
-            log.info("recovering message %s from %s", row.message_id, _where(inbound))
-            key = SessionKey.for_chat(self.config.agent.id, inbound.chat)
-            await self._process(inbound, key, row.id)
-        return rerun
+    # -- shutdown ---------------------------------------------------------------------------
 
     async def drain(self, grace: float) -> int:
         """Stop intake, let running turns finish for `grace` seconds, cancel the rest.
@@ -319,6 +316,8 @@ class Gateway:
         so the next start re-runs them.
         """
         self.accepting = False
+        if self._announcing is not None:
+            self._announcing.cancel()
         for lane in self.lanes.values():
             lane.queue.clear()
         try:
@@ -334,7 +333,7 @@ class Gateway:
                     cancelled += 1
                     chat = turn.items[-1].reply_chat
                     if chat is not None:
-                        self._spawn(self._send(chat, RESTART_NOTICE))
+                        self._spawn(self.send(chat, RESTART_NOTICE))
         try:
             await asyncio.wait_for(self._idle.wait(), timeout=5)
         except TimeoutError:
@@ -359,16 +358,14 @@ class Gateway:
     def _lane(self, key: SessionKey) -> Lane:
         return self.lanes.open(str(key), is_group=key.root.is_group)
 
-    async def _note_context(self, session: SessionState) -> None:
-        self.lanes.note_context(session.key, session.context_tokens / max(self.runner.window, 1))
-
     async def _drop(self, chat: ChatRef, dropped: list[Pending], notify: bool) -> None:
         await self._release(dropped, "dropped")
         log.warning("queue full for %s: dropped %d oldest message(s)", chat.chat_id, len(dropped))
         if notify:
-            await self._send(chat, DROPPED_NOTICE)
+            await self.send(chat, DROPPED_NOTICE)
 
-    async def _send(self, chat: ChatRef, text: str, *, urgent: bool = False) -> None:
+    async def send(self, chat: ChatRef, text: str, *, urgent: bool = False) -> None:
+        """A notice of the daemon's own (not model output): sent as written, errors logged."""
         channel = self.channels.get(chat.channel)
         if channel is None:
             log.error("cannot reply on %s: channel not running", chat.channel)
@@ -378,14 +375,15 @@ class Gateway:
         except Exception as exc:
             log.error("sending to %s on %s failed: %s", chat.chat_id, chat.channel, exc)
 
-    async def _close(self, ids: Iterable[int | None], status: str) -> None:
+    async def close(self, ids: Iterable[int | None], status: str) -> None:
+        """Finish inbox rows (None: a message that had none)."""
         await self.store.inbox_close([i for i in ids if i is not None], status)
 
     async def _release(self, items: Iterable[Pending], status: str) -> None:
         """Close accepted messages' inbox rows however their turn went (answered, stopped,
         failed, dropped) and take their acknowledgement reactions off."""
         items = list(items)
-        await self._close([p.inbox_id for p in items], status)
+        await self.close([p.inbox_id for p in items], status)
         if self.runner.media is not None:
             await self.runner.media.settle(p.inbound for p in items)
 
@@ -395,6 +393,7 @@ class Gateway:
         task.add_done_callback(self._tasks.discard)
 
 
-def _where(inbound: Inbound) -> str:
+def where(inbound: Inbound) -> str:
+    """A message's chat and sender, for the log."""
     chat = inbound.chat
     return f"{chat.channel}:{chat.kind}:{chat.chat_id} (sender {inbound.sender_id})"

@@ -79,12 +79,14 @@ class McpHost:
     def tools(self) -> Sequence[Tool]:
         return () if self.manager is None else self.manager.tools()
 
-    def start(self) -> list[ToolProvider]:
-        """Start the servers in the background; the providers to put on the belt."""
-        if not self.config.mcp.servers:
-            return []
-        self._loading = asyncio.create_task(self._load(), name="mcp:load")
-        return [self]
+    def providers(self) -> list[ToolProvider]:
+        """What to put on the tool belt: this host, when any server is configured."""
+        return [self] if self.config.mcp.servers else []
+
+    def start(self) -> None:
+        """Start the servers in the background (their tools appear as each comes up)."""
+        if self.config.mcp.servers:
+            self._loading = asyncio.create_task(self._load(), name="mcp:load")
 
     async def _load(self) -> None:
         try:

@@ -1,25 +1,19 @@
 """Telling the owner: pairing requests and budget warnings reach the owner's DM.
 
 The owner is who `bot/owner.py` says (the first owner id of the running channels, in registry
-order); with no owner configured the notice is only logged. `install_guards(daemon)` wires the daily budget
-(`bot/budget.py`) into the gateway, the scheduler, sub-agents, `/budget` and the usage
-listeners, and the pairing notice into access control; `bot/daemon.py` calls it once.
+order); with no owner configured the notice is only logged. `OwnerLine(config, channels)`
+is what the budget (`tell`) and access control (`pairing_request`) are given to do it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
-from bot.budget import Budget
 from bot.config.schema import Config
 from bot.owner import resolve_owner
 from bot.store.rows import PairingRequest
 from channels.base import Channel, Outbound
-
-if TYPE_CHECKING:
-    from bot.daemon import Daemon
 
 log = logging.getLogger(__name__)
 
@@ -52,26 +46,15 @@ def pairing_notice(request: PairingRequest) -> str:
     )
 
 
-def install_guards(daemon: Daemon) -> Budget:
-    """Wire the budget and the owner notices into a daemon whose parts are built."""
-    config, store = daemon.config, daemon.store
-    assert store is not None and daemon.gateway is not None
+class OwnerLine:
+    """Notices to the owner's DM: budget warnings (`tell`) and pairing requests."""
 
-    async def notify(text: str) -> bool:
-        return await tell_owner(config, daemon.channels, text)
+    def __init__(self, config: Config, channels: Mapping[str, Channel]) -> None:
+        self.config = config
+        self.channels = channels
 
-    async def on_request(request: PairingRequest) -> None:
-        await notify(pairing_notice(request))
+    async def tell(self, text: str) -> bool:
+        return await tell_owner(self.config, self.channels, text)
 
-    budget = Budget(config.agent.budget, store, notify)
-    gateway = daemon.gateway
-    gateway.access.on_request = on_request
-    gateway.commands.budget = budget
-    if budget.enabled:
-        gateway.budget_gate = budget.notice
-        gateway.runner.add_usage_listener(budget.after_run)
-        if daemon.scheduler is not None:
-            daemon.scheduler.budget_gate = budget.notice
-        if daemon.subagents is not None:
-            daemon.subagents.gate = budget.notice
-    return budget
+    async def pairing_request(self, request: PairingRequest) -> None:
+        await self.tell(pairing_notice(request))

@@ -5,10 +5,11 @@
 the `usage` ledger under the child's key), and its tokens and cost are added to the totals
 of every ancestor session without a second ledger row, so daily totals never count a child
 twice. `LaneAnnouncer` implements `Announcer`: results of detached children of one parent
-that finish within `window` seconds are batched into one system message, which
-`Gateway.run_system_turn(..., when_busy="queue")` runs as a parent turn (queued behind a
-busy parent, where the `collect` queue mode merges later batches too) and delivers to the
-parent's chat like any turn, through `bot.delivery.TurnReply` (cleaned preview and final). `build_subagents(...)` makes both for the daemon.
+that finish within `window` seconds are batched into one system message, an `Announcement`
+the gateway takes (`next()`) and runs as a parent turn (queued behind a busy parent, where
+the `collect` queue mode merges later batches too), delivered to the parent's chat like any
+turn. The announcer never calls the gateway: it exists before the gateway does (the runner
+that needs it gives the main agent its `spawn` tool).
 """
 
 from __future__ import annotations
@@ -18,16 +19,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agents.loop import AgentLoop, RunResult
+from agents.loop import RunResult
 from agents.model import Usage
-from agents.prompt import PromptBuilder
 from agents.subagent_ports import SubagentLimits
-from agents.subagents import SubagentRunner
 from bot.config.schema import Config
-from bot.gateway import Gateway
 from bot.routing import decode_chat
 from bot.sessions import SessionKey
 from bot.store.roles import History, Sessions, UsageLedger
+from channels.base import ChatRef
 
 log = logging.getLogger(__name__)
 
@@ -95,18 +94,30 @@ class _Batch:
     texts: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class Announcement:
+    """Sub-agent results to run as one turn of their parent session (delivered to `chat`)."""
+
+    parent: SessionKey
+    chat: ChatRef | None
+    text: str
+
+
+class Announcements(Protocol):
+    """Sub-agent results waiting to run as a parent turn (what the gateway takes)."""
+
+    async def next(self) -> Announcement: ...
+
+
 class LaneAnnouncer:
-    """`Announcer` through the gateway's lanes; `bind(gateway)` once the gateway exists."""
+    """`Announcer` whose batches wait in a queue for the gateway (`next()`)."""
 
     def __init__(self, *, window: float = ANNOUNCE_WINDOW_S) -> None:
         self.window = window
-        self._gateway: Gateway | None = None
         self._batches: dict[str, _Batch] = {}
         self._waiting: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-
-    def bind(self, gateway: Gateway) -> None:
-        self._gateway = gateway
+        self._ready: asyncio.Queue[Announcement] = asyncio.Queue()
 
     async def announce(self, parent_key: str, origin: str | None, text: str) -> None:
         batch = self._batches.get(parent_key)
@@ -118,58 +129,33 @@ class LaneAnnouncer:
             task.add_done_callback(self._tasks.discard)
         batch.texts.append(text)
 
+    async def next(self) -> Announcement:
+        """The next batch due to run as a parent turn (waits for one)."""
+        return await self._ready.get()
+
     async def _flush(self, parent_key: str) -> None:
         await asyncio.sleep(self.window)  # results finishing together go in one turn
         self._waiting.pop(parent_key, None)
         batch = self._batches.pop(parent_key)
-        gateway = self._gateway
-        if gateway is None or not gateway.accepting:
-            log.warning(
-                "%d sub-agent result(s) for %s not announced: the daemon is stopping",
-                len(batch.texts),
-                parent_key,
-            )
-            return
         text = "\n\n".join([ANNOUNCE_HEADER, *batch.texts])
         chat = decode_chat(batch.origin or "")
-        log.info(
-            "announcing %d sub-agent result(s) into %s%s",
-            len(batch.texts),
-            parent_key,
-            "" if chat is not None else " (no chat to deliver to)",
-        )
-        await gateway.run_system_turn(
-            SessionKey.parse(parent_key), text, chat=chat, when_busy="queue"
-        )
+        where = "" if chat is not None else " (no chat to deliver to)"
+        log.info("announcing %d sub-agent result(s) into %s%s", len(batch.texts), parent_key, where)
+        self._ready.put_nowait(Announcement(SessionKey.parse(parent_key), chat, text))
 
     async def aclose(self, timeout: float = 5.0) -> None:
-        """Shutdown: drop results still in their batching window, let started turns end."""
+        """Shutdown: drop results still in their batching window or not yet taken."""
         for task in self._waiting.values():
             task.cancel()
-        if self._batches:
+        dropped = [*self._batches]
+        while not self._ready.empty():
+            dropped.append(str(self._ready.get_nowait().parent))
+        if dropped:
             log.warning(
                 "sub-agent results for %s not announced: the daemon is stopping",
-                ", ".join(self._batches),
+                ", ".join(dropped),
             )
         self._waiting.clear()
         self._batches.clear()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout)
-
-
-def build_subagents(
-    config: Config, store: ChildSessionStore, loop: AgentLoop, prompts: PromptBuilder
-) -> tuple[SubagentRunner, LaneAnnouncer]:
-    """The daemon's sub-agent runner and its announcer (bind the gateway to it later)."""
-    announcer = LaneAnnouncer()
-    runner = SubagentRunner(
-        loop,
-        prompts,
-        ChildSessions(store),
-        announcer,
-        agent_id=config.agent.id,
-        limits=subagent_limits(config),
-        timezone=config.agent.timezone,
-        model=config.agent.subagents.model,
-    )
-    return runner, announcer

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Protocol
@@ -56,13 +56,6 @@ EMPTY_REPLY = (
 )
 
 
-@dataclass(slots=True)
-class TurnOutcome:
-    result: RunResult | None
-    delivered: bool
-    blocked: bool = False
-
-
 @dataclass(frozen=True, slots=True)
 class SessionState:
     """What a finished turn knows of its session, without asking the database again."""
@@ -71,6 +64,14 @@ class SessionState:
     messages: int  # stored after this turn (a concurrent run's own are not counted)
     context_tokens: int  # the last model call's prompt (an estimate if no call finished)
     cost_usd: float = 0.0  # what the turn's model calls cost
+
+
+@dataclass(slots=True)
+class TurnOutcome:
+    result: RunResult | None
+    delivered: bool
+    blocked: bool = False
+    session: SessionState | None = None  # after a model run: the session as it is now
 
 
 SessionListener = Callable[[SessionState], Awaitable[None]]
@@ -86,7 +87,11 @@ class TurnRunner:
         loop: AgentLoop,
         prompts: PromptBuilder,
         tools: ToolRegistry,
-        channels: dict[str, Channel],
+        channels: Mapping[str, Channel],
+        *,
+        media: ChatMedia | None = None,  # attachments in, files and reactions out
+        models: ModelChoices | None = None,  # /model choices; None: always agent.model
+        after_run: Sequence[SessionListener] = (),  # told of each finished model run
     ) -> None:
         self.config = config
         self.store = store
@@ -96,9 +101,9 @@ class TurnRunner:
         self.channels = channels
         self.window = config.agent.context_window or context_window(config.agent.model)
         self.workspace = config.workspace  # resolved once: `Config.workspace` stats the disk
-        self.after_run: list[SessionListener] = []
-        self.media: ChatMedia | None = None  # attachments in, files and reactions out
-        self.models: ModelChoices | None = None  # /model choices; None: always agent.model
+        self.media = media
+        self.models = models
+        self.after_run = tuple(after_run)
 
     async def run(
         self, key: SessionKey, turn: Turn, chat: ChatRef | None, mode: PromptMode = "full"
@@ -238,16 +243,15 @@ class TurnRunner:
             result.usage.output_tokens,
             result.usage.cost_usd,
         )
-        if self.after_run:
-            state = SessionState(
-                str(key),
-                total + len(result.new_messages),
-                result.context_tokens or estimate_tokens([*history, *result.new_messages]),
-                result.usage.cost_usd,
-            )
-            for listener in self.after_run:
-                await listener(state)
-        return TurnOutcome(result, delivered)
+        state = SessionState(
+            str(key),
+            total + len(result.new_messages),
+            result.context_tokens or estimate_tokens([*history, *result.new_messages]),
+            result.usage.cost_usd,
+        )
+        for listener in self.after_run:
+            await listener(state)
+        return TurnOutcome(result, delivered, session=state)
 
     def _history(self, session: SessionRow, stored: list[Message]) -> list[Message]:
         if session.summary:
@@ -269,9 +273,6 @@ class TurnRunner:
             max_turns=self.config.agent.history_turns,
             context_window_tokens=self.window,
         )
-
-    def add_usage_listener(self, listener: SessionListener) -> None:
-        self.after_run.append(listener)
 
 
 async def load_history(

@@ -33,7 +33,12 @@ class UpkeepStore(Sessions, History, UsageLedger, Protocol):
 
 class SessionUpkeep:
     def __init__(
-        self, config: Config, store: UpkeepStore, compactor: Compactor, prompts: PromptBuilder
+        self,
+        config: Config,
+        store: UpkeepStore,
+        compactor: Compactor,
+        prompts: PromptBuilder,
+        models: ModelChoices | None = None,  # a session's /model choice compacts it too
     ) -> None:
         self.config = config
         self.store = store
@@ -41,7 +46,7 @@ class SessionUpkeep:
         self.prompts = prompts
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self.models: ModelChoices | None = None  # a session's /model choice compacts it too
+        self.models = models
 
     async def after_run(self, session: SessionState) -> None:
         if session.key in self._busy:

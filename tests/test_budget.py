@@ -15,6 +15,7 @@ from agents.tools.cron import CronRequest, CronTool
 from bot.budget import REFRESH_EVERY, Budget
 from bot.config.agent import BudgetConfig
 from bot.config.schema import Config
+from bot.cron.book import JobBook
 from bot.cron.scheduler import Scheduler
 from bot.operator.cli import main
 from bot.store.open import open_store
@@ -60,7 +61,7 @@ async def test_budget_warns_once_then_pauses_everything_until_lifted(
 
         scheduler = daemon.scheduler
         assert isinstance(scheduler, Scheduler)
-        view = await scheduler.add_job(CronRequest("every", "1h", "Report.", deliver_to="owner"))
+        view = await daemon.cron.add_job(CronRequest("every", "1h", "Report.", deliver_to="owner"))
         await scheduler.run_now(view.id)
         job = await scheduler.jobs.get(view.id)
         assert job is not None and job.last_status == "skipped"
@@ -161,7 +162,7 @@ async def test_a_one_shot_job_due_during_a_pause_waits_and_runs_after_a_lift(
         await daemon.store.add_usage("agent:main:dm:x", Usage(cost_usd=0.02))  # over $0.01
         scheduler = daemon.scheduler
         soon = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + 3600))
-        view = await scheduler.add_job(CronRequest("at", soon, "Remind me.", deliver_to="owner"))
+        view = await daemon.cron.add_job(CronRequest("at", soon, "Remind me.", deliver_to="owner"))
         await scheduler.run_now(view.id)
         job = await scheduler.jobs.get(view.id)
         assert job is not None and job.enabled and job.last_status == "skipped"
@@ -178,7 +179,7 @@ async def test_a_one_shot_job_due_during_a_pause_waits_and_runs_after_a_lift(
 async def test_cron_tool_refuses_sub_minute_intervals_unless_allow_fast(tmp_path: Path) -> None:
     store = await open_store(tmp_path / "perch.db")
     try:
-        tool = CronTool(Scheduler(Config(), store))
+        tool = CronTool(JobBook(Config(), store))
         ctx = ToolContext(workspace=tmp_path, session_key="agent:main:heartbeat")
         args = {"action": "add", "every": "30s", "message": "x", "deliver_to": "none"}
         with pytest.raises(ToolError, match=r"shortest interval is 60 s .*allow_fast"):

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from bot.operator.cli import main
 from bot.operator.control_client import call
-from bot.operator.ops import Reply as ControlReply
-from bot.operator.ops import socket_path
+from bot.config.paths import socket_path
+from bot.operator.reply import Reply as ControlReply
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon

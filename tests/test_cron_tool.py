@@ -12,7 +12,7 @@ from agents.tools.base import ToolContext, ToolError
 from agents.tools.cron import CronTool
 from bot.config.schema import Config
 from bot.cron.jobs import CronJobs
-from bot.cron.scheduler import Scheduler
+from bot.cron.book import JobBook
 from bot.routing import decode_chat, encode_chat
 from bot.store.open import open_store
 from bot.store.roles import Store
@@ -32,7 +32,7 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 @pytest.fixture
 def tool(store: Store) -> CronTool:
     config = Config.model_validate({"agent": {"timezone": "Europe/Berlin"}})
-    return CronTool(Scheduler(config, store, clock=lambda: NOW))
+    return CronTool(JobBook(config, store, clock=lambda: NOW))
 
 
 def ctx(origin: str | None = encode_chat(CHAT), depth: int = 0) -> ToolContext:

@@ -213,7 +213,8 @@ async def _deliver_by_cron(daemon: Daemon, chan: MemoryChannel) -> None:
     request = CronRequest(
         kind="at", expr="+0.1s", message="Say hello.", deliver_to=encode_chat(chan.chat("u1"))
     )
-    await daemon.scheduler.add_job(request)
+    assert daemon.cron is not None
+    await daemon.cron.add_job(request)
 
 
 async def _deliver_by_heartbeat(daemon: Daemon, chan: MemoryChannel) -> None:

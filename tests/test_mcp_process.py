@@ -140,7 +140,7 @@ def test_perch_mcp_list_connects_itself_when_no_daemon_runs(
 
 async def test_doctor_checks_each_enabled_mcp_server(tmp_path: Path) -> None:
     from bot.config.load import load_config
-    from bot.operator.mcp_cli import doctor_checks
+    from bot.operator.doctor_mcp import doctor_checks
 
     path = tmp_path / "config.yaml"
     servers = {

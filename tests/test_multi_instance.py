@@ -361,10 +361,11 @@ async def test_each_heartbeat_tick_runs_on_one_instance_and_goes_on_when_one_die
         await eventually(lambda: len(beats) >= both_up + 3, timeout=30)  # the other goes on
         assert await two.stop() == 0, two.log[-3000:]
     # Both instances tick at the same moments; each tick ran on one of them: as many beats as
-    # intervals went by, give or take one for a first beat slowed by start-up (twice as many
-    # if both had run every tick).
+    # intervals went by (twice as many if both had run every tick), give or take two: two
+    # daemons starting at once on a small machine can hold their first tick's model call
+    # past the next tick, so the first two beats may arrive together.
     together = beats[:both_up]
-    assert len(together) <= (together[-1] - together[0]) / every + 2, together
+    assert len(together) <= (together[-1] - together[0]) / every + 3, together
     # Each answer went out once (a tick whose instance was killed before it sent is lost).
     sent = tg.texts()
     assert len(sent) == len(set(sent)) >= len(beats) - 1, (sent, len(beats))

@@ -17,7 +17,8 @@ import yaml
 
 from bot.config.errors import EXIT_CONFIG, ConfigError
 from bot.config.load import load_config
-from bot.daemon import AlreadyRunning, Daemon, StartupError, status_path
+from bot.config.paths import status_path
+from bot.daemon import AlreadyRunning, Daemon, StartupError
 from bot.operator.cli import main
 from channels import registry
 from channels.plugin import ChannelContext

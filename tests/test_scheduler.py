@@ -52,7 +52,9 @@ def answer(fake: FakeAnthropic, text: str) -> None:
 
 async def add(daemon: Daemon, **fields: Any) -> str:
     request = CronRequest(**{"kind": "at", "expr": "+0.2s", "message": "Ping.", **fields})
-    view = await scheduler_of(daemon).add_job(request)
+    assert daemon.cron is not None
+    view = await daemon.cron.add_job(request)
+    await scheduler_of(daemon).sync()  # planned now (the book's change wakes it anyway)
     return view.id
 
 

@@ -157,6 +157,12 @@ class ToolRegistry:
             _filters=(*self._filters, (allow_list, tuple(deny))),
         )
 
+    def with_tools(self, extra: Iterable[Tool]) -> ToolRegistry:
+        """This registry with `extra` tools added (its allow/deny filters apply to them too)."""
+        return ToolRegistry(
+            [*self._fixed.values(), *extra], self._providers, _filters=self._filters
+        )
+
     def __contains__(self, name: object) -> bool:
         self._refresh()
         return name in self._tools

@@ -9,9 +9,12 @@ connection); the others keep it in standby and try to take the lead every beat, 
 leader's channel is picked up within one beat. On a store that is not shared (SQLite) every
 channel simply runs.
 
-`Cluster.attach(gateway)` makes `/stop` and `/stopall` reach runs on every instance
-(`bot/stops.py`). `Cluster.tick()` runs with every instance beat: it (re)takes leads and takes over inbox rows
-whose lease ran out (another instance died mid-run).
+`Cluster` opens the channels this instance receives on (`open(name)` for each of `local()`,
+every channel but the standby ones; `take_leads()` opens those it leads) and closes them
+(`close()`). With a shared
+store it applies the other instances' `/stop` requests to this instance's runs
+(`bot/cluster/stops.py`). `tick()` runs with every instance beat: it (re)takes leads and
+takes over inbox rows whose lease ran out (another instance died mid-run).
 """
 
 from __future__ import annotations
@@ -19,17 +22,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
+from typing import Protocol
 
-from bot.cluster.stops import RemoteStops
+from bot.cluster.stops import StopListener, StopStore
 from bot.cron.jobs import POLL_EVERY
-from bot.gateway import Gateway
-from bot.store.roles import Store
+from bot.recovery import InboxRecovery
+from bot.sessions import SessionKey
+from channels.base import Channel, Inbound
 from channels.registry import ChannelsConfig, single_receiver
 
 log = logging.getLogger(__name__)
 
-STANDBY = "standby: another instance receives on this channel"
 BEAT_EVERY = 5.0  # the most seconds between beats; shorter when `store.lease` is short
 
 
@@ -38,47 +42,88 @@ def beat_every(lease: float) -> float:
     return max(min(BEAT_EVERY, lease / 3), 0.2)
 
 
-def cron_poll_every(store: Store) -> float:
+def cron_poll_every(store: ClusterStore) -> float:
     """How often the scheduler looks for job changes: every beat when instances share the
     store (a job added on one is planned on all), else the single daemon's slow poll."""
     return beat_every(store.lease) if store.shared else POLL_EVERY
 
 
+class ClusterStore(StopStore, Protocol):
+    """Leadership, stop requests and claims, and where the store is."""
+
+
+class Intake(Protocol):
+    """The gateway as the cluster uses it."""
+
+    async def on_message(self, inbound: Inbound) -> None: ...
+
+    def stop_oldest(self, key: SessionKey) -> bool: ...
+
+    def stop_all(self, key: SessionKey) -> tuple[int, int]: ...
+
+
 class Cluster:
-    """This instance's part in a shared store (see the module docstring)."""
+    """This instance's receivers, and its part in a shared store (see the module docstring)."""
 
     def __init__(
         self,
-        store: Store,
-        names: list[str],
+        store: ClusterStore,
+        channels: Mapping[str, Channel],
         config: ChannelsConfig,
-        start: Callable[[str], Awaitable[None]],
-        stop: Callable[[str], Awaitable[None]],
+        gateway: Intake,
+        recovery: InboxRecovery,
     ) -> None:
         self.store = store
-        self._start = start
-        self._stop = stop
+        self.channels = channels
+        self.gateway = gateway
+        self.recovery = recovery
         self.followers = (
-            {n for n in names if single_receiver(n, config.options(n))} if store.shared else set()
+            {n for n, _ in channels.items() if single_receiver(n, config.options(n))}
+            if store.shared
+            else set()
         )
         self.leading: set[str] = set()
-        self._stops: asyncio.Task[None] | None = None
+        self.opened: dict[str, Channel] = {}  # channels whose start() was called
+        self._stop_requests = (
+            StopListener(store, gateway.stop_oldest, gateway.stop_all) if store.shared else None
+        )
+        self._polling: asyncio.Task[None] | None = None
 
-    def attach(self, gateway: Gateway) -> None:
-        """With a shared store: `/stop` reaches runs on the other instances, and theirs
-        reach this one's (polled in a task of its own until `close()`)."""
-        if not self.store.shared:
-            return
-        stops = RemoteStops(self.store, gateway.stop_oldest, gateway.stop_all)
-        gateway.commands.remote = stops
-        self._stops = asyncio.create_task(stops.poll_forever(), name="remote-stops")
+    def local(self) -> list[str]:
+        """The channels this instance receives on whoever leads (all but the standby ones)."""
+        return [name for name in self.channels if name not in self.followers]
+
+    async def open(self, name: str) -> None:
+        """Start receiving on `name`. An adapter that raises here is broken and the error
+        goes up (an unreachable platform is not: its adapter retries by itself)."""
+        channel = self.channels[name]
+        self.opened[name] = channel
+        await channel.start(self.gateway.on_message)
+        log.info("channel %s: %s", name, channel.status().detail or "started")
+
+    def listen(self) -> None:
+        """With a shared store: apply the other instances' stop requests from now on."""
+        if self._stop_requests is not None:
+            self._polling = asyncio.create_task(
+                self._stop_requests.poll_forever(), name="remote-stops"
+            )
 
     async def close(self) -> None:
-        if self._stops is not None:
-            self._stops.cancel()
+        if self._polling is not None:
+            self._polling.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._stops
-            self._stops = None
+                await self._polling
+            self._polling = None
+        for name in list(self.opened):
+            await self._close(name)
+
+    async def _close(self, name: str) -> None:
+        channel = self.opened.pop(name, None)
+        if channel is not None:
+            try:
+                await asyncio.wait_for(channel.stop(), timeout=5)
+            except Exception as exc:
+                log.warning("channel %s did not stop cleanly: %s", name, exc)
 
     def standby(self, name: str) -> bool:
         """True while channel `name` waits for this instance to lead it."""
@@ -95,21 +140,19 @@ class Cluster:
                 log.info("channel %s: this instance receives now (leader)", name)
                 self.leading.add(name)
                 try:
-                    await self._start(name)
+                    await self.open(name)
                 except Exception as exc:  # a broken adapter: tried again next beat
                     log.error("channel %s could not start: %s", name, exc)
                     self.leading.discard(name)
             elif not lead and name in self.leading:
                 log.warning("channel %s: another instance took over receiving", name)
                 self.leading.discard(name)
-                await self._stop(name)
+                await self._close(name)
 
-    async def tick(self, gateway: Gateway | None) -> None:
+    async def tick(self) -> None:
         await self.take_leads()
-        if gateway is None:
-            return
         try:
-            taken = await gateway.take_over()
+            taken = await self.recovery.take_over()
         except Exception as exc:
             log.warning("could not check %s for abandoned messages: %s", self.store.location, exc)
             return

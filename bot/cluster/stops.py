@@ -1,12 +1,12 @@
 """`/stop` and `/stopall` for runs on other instances sharing the store (PostgreSQL).
 
 A command is answered by whichever instance received it; the run it means may be on
-another one (a DM's run goes wherever its message landed). `RemoteStops.stop` puts a stop
+another one (a DM's run goes wherever its message landed). `StopRequests.stop` puts a stop
 request in the store's `stops` table when this instance has nothing to stop itself
 (`/stop`) or always (`/stopall`, `/new`, `/reset`: runs and waiting messages of the session
-may be anywhere); every other instance polls the table every `POLL` seconds and applies the
-request to its own lanes. The answer counts the other instances that hold one of the
-session's run slots right now (`bot/claims.py`). On a store that is not shared this is
+may be anywhere); every other instance's `StopListener` polls the table every `POLL` seconds
+and applies the request to its own lanes. The answer counts the other instances that hold one of the
+session's run slots right now (`bot/cluster/slots.py`). On a store that is not shared this is
 never used.
 """
 
@@ -30,7 +30,22 @@ class StopStore(Lifecycle, Stops, Claims, Protocol):
 POLL = 0.5  # seconds between looks at the stop requests of other instances
 
 
-class RemoteStops:
+class StopRequests:
+    """This instance's `/stop` for runs elsewhere (the chat commands' `RemoteControl`)."""
+
+    def __init__(self, store: StopStore) -> None:
+        self.store = store
+
+    async def stop(self, key: str, *, everything: bool) -> int:
+        """Ask the other instances; returns how many run this session right now."""
+        holders = await self.store.claim_holders(f"session:{key}")
+        await self.store.stop_publish(key, everything)
+        return len(holders)
+
+
+class StopListener:
+    """Applies the other instances' stop requests to this instance's lanes."""
+
     def __init__(
         self,
         store: StopStore,
@@ -41,12 +56,6 @@ class RemoteStops:
         self._stop_oldest = stop_oldest
         self._stop_all = stop_all
         self._after: int | None = None
-
-    async def stop(self, key: str, *, everything: bool) -> int:
-        """Ask the other instances; returns how many run this session right now."""
-        holders = await self.store.claim_holders(f"session:{key}")
-        await self.store.stop_publish(key, everything)
-        return len(holders)
 
     async def poll(self) -> int:
         """Apply the requests made since the last poll; returns how many runs stopped."""

@@ -22,7 +22,7 @@ from agents.tools.cron import CronJobView, CronRequest, SessionMode
 from bot.cron.schedule import Schedule, format_time, load_schedule, parse_schedule
 from bot.delivery import describe_chat
 from bot.routing import decode_chat, parse_target
-from bot.store.roles import CronBook
+from bot.store.roles import CronStore
 from bot.store.rows import CronJobRow, CronRun
 from bot.store.rows import RunStatus as RunStatus
 from channels import registry
@@ -79,7 +79,7 @@ def _job(row: CronJobRow) -> CronJob:
 class CronJobs:
     """Typed access to the job tables of one store."""
 
-    def __init__(self, store: CronBook) -> None:
+    def __init__(self, store: CronStore) -> None:
         self.store = store
 
     async def insert(self, job: CronJob) -> None:

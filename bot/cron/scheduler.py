@@ -1,10 +1,11 @@
 """The scheduler: APScheduler's clock driving heartbeats and cron jobs stored in SQLite.
 
-`Scheduler(config, store)` implements the `cron` tool's `CronService` (add/list/remove) and,
-once `start(gateway)` runs, keeps an `AsyncIOScheduler` with one date timer per enabled job
-(at its `next_run_at`), the heartbeat interval, and a cheap poll that notices jobs added or
-removed by `perch cron` in another process (`PRAGMA data_version`, every `poll_every`
-seconds). APScheduler only tells time; the job rows are the truth, re-read before each run.
+Once `start()` runs, `Scheduler` keeps an `AsyncIOScheduler` with one date timer per enabled
+job (at its `next_run_at`), the heartbeat interval, and a cheap poll that notices jobs added
+or removed by `perch cron` in another process (`PRAGMA data_version`, every `poll_every`
+seconds); jobs the `cron` tool adds through the `JobBook` (`bot/cron/book.py`) are planned
+as soon as the book says they changed. APScheduler only tells time; the job rows are the
+truth, re-read before each run.
 
 A run (`bot/cron_run.py`): isolated jobs get a fresh `agent:<id>:cron:<jobId>` session (minimal prompt) and the
 result goes to `deliver_to` through `bot.delivery.send_reply`; chat jobs are injected into the delivery chat's session
@@ -27,21 +28,21 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from agents.tools.cron import CronJobView, CronRequest
 from bot.cluster import once
 from bot.config.schema import Config
+from bot.cron.book import JobBook
 from bot.cron.heartbeat import Heartbeat
-from bot.cron.jobs import POLL_EVERY, CronJob, CronJobs, CronRun, create_job, job_view
+from bot.cron.jobs import POLL_EVERY, CronJob, CronJobs, CronRun
 from bot.cron.run import JobRunner, RunOutcome
 from bot.cron.schedule import format_time
 from bot.gateway import Gateway
-from bot.store.roles import Store
+from bot.store.roles import Claims, CronStore, Sessions
 
 log = logging.getLogger(__name__)
 
@@ -49,33 +50,39 @@ _EPOCH = datetime.fromtimestamp(0, UTC)
 
 RETRY_DELAYS = (60.0, 120.0, 300.0)
 MISSED_GRACE = 24 * 3600.0
-MIN_TOOL_EVERY = 60.0  # the model may not schedule anything more often than this
+
+
+class SchedulerStore(CronStore, Claims, Sessions, Protocol):
+    """The job rows, the claims that make a slot fire once, the sessions jobs reset."""
 
 
 class Scheduler:
-    """Heartbeat and cron jobs for one daemon; also the `cron` tool's `CronService`."""
+    """Heartbeat and cron jobs for one daemon."""
 
     def __init__(
         self,
         config: Config,
-        store: Store,
+        store: SchedulerStore,
+        gateway: Gateway,
+        book: JobBook,
+        heartbeat: Heartbeat | None = None,
         *,
+        budget_gate: Callable[[], Awaitable[str]] | None = None,
         clock: Callable[[], float] = time.time,
         retry_delays: Sequence[float] = RETRY_DELAYS,
         grace: float = MISSED_GRACE,
         poll_every: float = POLL_EVERY,
-        min_every: float = MIN_TOOL_EVERY,
     ) -> None:
         self.config = config
         self.store = store
+        self.gateway = gateway
+        self.book = book
+        self.heartbeat = heartbeat
         self.jobs = CronJobs(store)
         self.clock = clock
         self.retry_delays = tuple(retry_delays)
         self.grace = grace
         self.poll_every = poll_every
-        self.min_every = min_every
-        self.gateway: Gateway | None = None
-        self.heartbeat: Heartbeat | None = None
         self._aps: AsyncIOScheduler | None = None
         self._planned: dict[str, float] = {}  # job id -> the next_run_at its timer serves
         self._running: set[str] = set()
@@ -84,15 +91,14 @@ class Scheduler:
         self._stopping = False
         self._sync_lock = asyncio.Lock()
         # Returns why nothing may be spent now (bot/budget.py), or "": runs are skipped then.
-        self.budget_gate: Callable[[], Awaitable[str]] | None = None
+        self.budget_gate = budget_gate
+        self._watching: asyncio.Task[None] | None = None
         self.runs = JobRunner(config, store, lambda: self._stopping)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def start(self, gateway: Gateway) -> None:
+    async def start(self) -> None:
         """Load the jobs (handling those missed while down), start the timers."""
-        self.gateway = gateway
-        self.heartbeat = Heartbeat(self.config, gateway, self.store)
         if logging.getLogger("apscheduler").level == logging.NOTSET:
             logging.getLogger("apscheduler").setLevel(logging.WARNING)
         self._aps = AsyncIOScheduler(
@@ -119,10 +125,21 @@ class Scheduler:
             IntervalTrigger(seconds=max(self.poll_every, 0.1), timezone=UTC),
             id="cron-poll",
         )
+        self._watching = asyncio.create_task(self._plan_book_changes(), name="cron-book")
+
+    async def _plan_book_changes(self) -> None:
+        while True:
+            await self.book.changed()
+            try:
+                await self.sync()
+            except Exception:
+                log.exception("planning the cron jobs failed; the next poll tries again")
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Stop the timers and wait (up to `timeout`) for runs in progress to record."""
         self._stopping = True
+        if self._watching is not None:
+            self._watching.cancel()
         if self._aps is not None and self._aps.running:
             self._aps.shutdown(wait=False)
         self._aps = None
@@ -163,30 +180,6 @@ class Scheduler:
         job_id, due = min(self._planned.items(), key=lambda item: item[1])
         when = format_time(max(due, self.clock()), self.config.agent.timezone)
         return f"{when} (job {job_id})"
-
-    # -- CronService (the cron tool) -------------------------------------------------------
-
-    async def add_job(self, request: CronRequest) -> CronJobView:
-        job = await create_job(
-            self.jobs,
-            request,
-            default_tz=self.config.agent.timezone,
-            now=self.clock(),
-            min_every=self.min_every,
-        )
-        log.info("cron job %s added: %s", job.label, job.schedule.describe())
-        await self._plan(job)
-        return job_view(job)
-
-    async def list_jobs(self) -> list[CronJobView]:
-        return [job_view(job) for job in await self.jobs.all()]
-
-    async def remove_job(self, job_id: str) -> bool:
-        removed = await self.jobs.remove(job_id.strip())
-        if removed:
-            self._unplan(job_id.strip())
-            log.info("cron job %s removed", job_id)
-        return removed
 
     # -- loading and planning --------------------------------------------------------------
 
@@ -336,9 +329,7 @@ class Scheduler:
         if not job.schedule.one_shot and job.next_run_at is not None:
             missed = job.schedule.count_between(job.next_run_at, started, anchor=job.created_at)
         try:
-            gateway = self.gateway
-            assert gateway is not None, "Scheduler.start() was not called"
-            outcome = await self.runs.run(gateway, job, self.budget_gate)
+            outcome = await self.runs.run(self.gateway, job, self.budget_gate)
         except Exception as exc:
             log.exception("cron job %s failed", job.label)
             outcome = RunOutcome("error", f"{type(exc).__name__}: {exc}", transient=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from agents.tools.base import Tool, ToolError
 from agents.tools.media import ReactTool, SendFileTool
@@ -45,7 +45,7 @@ PHOTO_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 class ChatMedia:
     """See the module docstring. One per daemon."""
 
-    def __init__(self, config: Config, channels: dict[str, Channel]) -> None:
+    def __init__(self, config: Config, channels: Mapping[str, Channel]) -> None:
         self._config = config
         self._channels = channels
         self._triggers: dict[str, Inbound] = {}  # run id -> the message that started it

@@ -13,27 +13,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from bot.config.errors import EXIT_CONFIG, ConfigError
 from bot.config.load import load_config, require_api_key
 from bot.config.mcp import mcp_secrets
+from bot.config.paths import config_path
 from bot.config.schema import Config
+from bot.operator import control_cli, cron_cli, mcp_cli, onboard, store_cli
 
-
-def config_path(given: str | None) -> Path:
-    if given:
-        return Path(given)
-    local = Path("config.yaml")
-    if local.exists():
-        return local
-    env = os.environ.get("PERCH_CONFIG")
-    return Path(env) if env else local
+# Each adds its subcommands to the parser: register(subparsers, add).
+COMMANDS = (
+    control_cli.register,
+    cron_cli.register,
+    onboard.register,
+    mcp_cli.register,
+    store_cli.register,
+)
 
 
 def _load(args: argparse.Namespace) -> Config:
@@ -89,32 +87,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if config.unresolved and code == 0 else code
 
 
-def running_daemon(config: Config) -> dict[str, Any] | None:
-    """What the running daemon wrote to status.json, or None when none is running."""
-    from bot.daemon import status_path
-
-    path = status_path(config)
-    try:
-        daemon = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(daemon, dict) or not _alive(int(daemon.get("pid", 0))):
-        return None
-    return daemon
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _secrets(config: Config) -> list[str]:
     from channels.registry import secrets
 
@@ -139,18 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("run", cmd_run, "start the daemon in the foreground")
     add("init", cmd_init, "seed the workspace from bootstrap/ and create the data folder")
     add("doctor", cmd_doctor, "check config, credentials, model, channels, database, workspace")
-    from bot.operator.control_cli import register as register_control
-    from bot.operator.cron_cli import register as register_cron
-    from bot.operator.mcp_cli import register as register_mcp
-    from bot.operator.onboard import register as register_onboard
-
-    register_control(sub, add)
-    register_cron(sub, add)
-    register_onboard(sub, add)
-    register_mcp(sub, add)
-    from bot.operator.store_cli import register as register_store
-
-    register_store(sub, add)
+    for register in COMMANDS:
+        register(sub, add)
     return parser
 
 

@@ -14,14 +14,20 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from bot.config.load import load_config
+from bot.config.paths import config_path, socket_path, status_path
 from bot.config.schema import Config
-from bot.operator.ops import OpContext, Reply, run_op, socket_path, unresolved_notes
+from bot.operator.ops import run_op
+from bot.operator.ops_status import unresolved_notes
+from bot.operator.reply import OpContext, Reply
+from bot.process.status import read_status
+from bot.store.open import open_store
+from bot.store.rows import StoreUnavailable
+from bot.store.urls import redact_url
 
 CONNECT_TIMEOUT = 2.0
 ANSWER_TIMEOUT = 30.0  # a chat turn has none: it takes as long as the model does
@@ -60,8 +66,6 @@ async def call(
 
 def run_command(args: argparse.Namespace, op: str, payload: dict[str, Any]) -> int:
     """Run `op` for a CLI command and print its reply; the exit code is the reply's."""
-    from bot.operator.cli import config_path
-
     path = config_path(getattr(args, "config", None))
     config = load_config(path, lenient=True)
     reply = asyncio.run(dispatch(config, op, payload))
@@ -79,18 +83,15 @@ async def dispatch(config: Config, op: str, payload: dict[str, Any]) -> Reply:
     if reply is not None:
         return reply
     if op == "chat":
-        from bot.operator.control_local import chat_standalone
+        from bot.operator.control_local import chat_standalone  # loads the agent
 
         return await chat_standalone(config, str(payload["text"]), payload.get("session"))
     notes = unresolved_notes(config)
     if op == "status":
-        payload = {**payload, "offline_status": _status_file(config)}
+        payload = {**payload, "offline_status": read_status(status_path(config))}
         if not config.store.url and not config.db_path.exists():
             lines = [f"Perch is not running (no database yet at {config.db_path}).", *notes]
             return Reply(0, "\n".join(lines) + "\n")
-    from bot.store.open import open_store
-    from bot.store.rows import StoreUnavailable
-    from bot.store.urls import redact_url
 
     try:
         store = await open_store(config.store_target)
@@ -104,27 +105,3 @@ async def dispatch(config: Config, op: str, payload: dict[str, Any]) -> Reply:
         return await run_op(OpContext(config, store), op, payload)
     finally:
         await store.close()
-
-
-def _status_file(config: Config) -> dict[str, Any] | None:
-    """What a daemon whose socket doesn't answer last wrote to status.json, if it lives."""
-    path = config.db_path.with_name("status.json")
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or not _alive(int(data.get("pid", 0))):
-        return None
-    return data
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -15,10 +15,12 @@ from agents.prompt import PromptBuilder
 from bot.budget import Budget
 from bot.config.errors import ConfigError
 from bot.config.load import require_api_key
+from bot.config.paths import socket_path
 from bot.config.providers import build_router
 from bot.config.schema import Config
 from bot.lanes import Pending, Turn
-from bot.operator.ops import Reply, default_chat_key, socket_path, turn_reply
+from bot.operator.ops_chat import default_chat_key, turn_reply
+from bot.operator.reply import Reply
 from bot.sessions import SessionKey
 from bot.store.open import open_store
 from bot.store.roles import Store

@@ -3,9 +3,11 @@
 A Unix socket `perch.sock` in the state directory (next to the database), mode 0600 so only
 the daemon's user may connect. The protocol is one JSON line each way per connection:
 `{"op": "status", "args": {}}` in, `{"code": 0, "out": "...", "err": ""}` out (see
-`bot/control_ops.py` for the operations). The socket is bound under a temporary name,
+`ops.py` for the operations). The socket is bound under a temporary name,
 restricted, then renamed into place, so it is never reachable with a wider mode. A socket
 file left by a crashed daemon is replaced (the instance lock says no other daemon owns it).
+`DaemonControl` is what the operations may ask of the running daemon (`LiveDaemon`), made
+from the parts it needs.
 """
 
 from __future__ import annotations
@@ -15,17 +17,25 @@ import json
 import logging
 import os
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from agents.prompt import PromptMode
 from agents.surrogates import fix_data
 from agents.tools.base import ToolError
+from bot.budget import Budget
+from bot.config.schema import Config
 from bot.message_targets import TargetPolicy
-from bot.operator.ops import OpContext, Reply, default_chat_key, run_op, socket_path, turn_reply
+from bot.operator.ops import run_op
+from bot.operator.ops_chat import default_chat_key, turn_reply
+from bot.operator.reply import LiveDaemon, OpContext, Reply
 from bot.sessions import SessionKey
-from channels.base import Outbound
+from bot.store.roles import Store
+from channels.base import Channel, ChatRef, Outbound
 
 if TYPE_CHECKING:
-    from bot.daemon import Daemon
+    from bot.turns import TurnOutcome
 
 log = logging.getLogger(__name__)
 
@@ -35,15 +45,24 @@ MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
 
 
 class ControlServer:
-    """Serves the control socket for one daemon (and is its `LiveDaemon`)."""
+    """Serves the control socket for one daemon."""
 
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
-        self.path = socket_path(daemon.config)
+    def __init__(self, path: Path, config: Config, store: Store, live: LiveDaemon) -> None:
+        self.path = path
+        self.config = config
+        self.store = store
+        self.live = live
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
+        """Listen (a failure is logged; the daemon runs on without its socket)."""
+        try:
+            await self._listen()
+        except OSError as exc:
+            log.error("control socket %s could not start: %s", self.path, exc)
+
+    async def _listen(self) -> None:
         path = self.path
         if len(os.fsencode(path)) > MAX_SOCKET_PATH:
             log.warning(
@@ -96,44 +115,71 @@ class ControlServer:
             return Reply(2, err=f"perch: unreadable control request ({type(exc).__name__})\n")
         if not isinstance(request, dict) or not isinstance(request.get("args", {}), dict):
             return Reply(2, err='perch: a control request is {"op": ..., "args": {...}}\n')
-        store = self.daemon.store
-        if store is None:
-            return Reply(1, err="perch: the daemon is still starting; try again\n")
         op = str(request.get("op", ""))
         try:
-            return await run_op(OpContext(self.daemon.config, store, self), op, request["args"])
+            context = OpContext(self.config, self.store, self.live)
+            return await run_op(context, op, request["args"])
         except Exception as exc:
             log.exception("control operation %s failed", op)
             return Reply(1, err=f"perch: the daemon failed to do {op}: {exc}\n")
 
-    # -- LiveDaemon ---------------------------------------------------------------------
+
+class SystemTurns(Protocol):
+    """The gateway as `perch chat` uses it."""
+
+    async def run_system_turn(
+        self,
+        key: SessionKey,
+        text: str,
+        *,
+        chat: ChatRef | None = None,
+        when_busy: Literal["skip", "queue"] = "skip",
+        mode: PromptMode = "full",
+        system: bool = True,
+    ) -> TurnOutcome | None: ...
+
+
+class CronPlanner(Protocol):
+    async def sync(self) -> None: ...
+
+
+class DaemonControl:
+    """`LiveDaemon`: what the operations ask of the running daemon."""
+
+    def __init__(
+        self,
+        config: Config,
+        gateway: SystemTurns,
+        scheduler: CronPlanner,
+        budget: Budget,
+        channels: Mapping[str, Channel],
+        status: Callable[[], dict[str, Any]],
+    ) -> None:
+        self.config = config
+        self.gateway = gateway
+        self.scheduler = scheduler
+        self.budget = budget
+        self.channels = channels
+        self._status = status
 
     def status(self) -> dict[str, Any]:
-        return self.daemon.status()
+        return self._status()
 
     async def sync_cron(self) -> None:
-        if self.daemon.scheduler is not None:
-            await self.daemon.scheduler.sync()
+        await self.scheduler.sync()
 
     def budget_line(self, spent: float) -> str:
-        budget = self.daemon.budget
-        if budget is None:
-            return "  budget: off (agent.budget.daily_usd)"
-        return budget.status_line(spent)
+        return self.budget.status_line(spent)
 
     async def chat(self, text: str, session: str | None) -> Reply:
-        gateway = self.daemon.gateway
-        if gateway is None:
-            return Reply(1, err="perch chat: the daemon is still starting; try again\n")
         try:
-            key = SessionKey.parse(session) if session else default_chat_key(self.daemon.config)
+            key = SessionKey.parse(session) if session else default_chat_key(self.config)
         except ValueError as exc:
             return Reply(2, err=f"perch chat: --session: {exc}\n")
-        budget = self.daemon.budget
-        notice = await budget.notice() if budget is not None and budget.enabled else ""
+        notice = await self.budget.notice() if self.budget.enabled else ""
         if notice:
             return Reply(1, err=f"perch chat: {notice}\n")
-        outcome = await gateway.run_system_turn(key, text, when_busy="skip", system=False)
+        outcome = await self.gateway.run_system_turn(key, text, when_busy="skip", system=False)
         if outcome is None:
             return Reply(
                 1,
@@ -145,12 +191,12 @@ class ControlServer:
     async def send(self, to: str, text: str) -> Reply:
         if not text.strip():
             return Reply(2, err="perch send: the message is empty\n")
-        policy = TargetPolicy.from_config(self.daemon.config, self.daemon.channels)
+        policy = TargetPolicy.from_config(self.config, self.channels)
         try:
             chat = policy.resolve(to, None)
         except ToolError as exc:
             return Reply(2, err=f"perch send: --to {to}: {exc}\n")
-        channel = self.daemon.channels.get(chat.channel)
+        channel = self.channels.get(chat.channel)
         if channel is None:
             return Reply(2, err=f"perch send: channel {chat.channel} is not running\n")
         try:  # the owner's own words: sent as written (not model output to clean)
@@ -158,13 +204,3 @@ class ControlServer:
         except Exception as exc:
             return Reply(1, err=f"perch send: delivery to {to} failed: {exc}\n")
         return Reply(0, f"Sent to {to}.\n")
-
-
-async def start_control(daemon: Daemon) -> ControlServer:
-    """Start the daemon's control socket (a failure is logged; the daemon runs on)."""
-    server = ControlServer(daemon)
-    try:
-        await server.start()
-    except OSError as exc:
-        log.error("control socket %s could not start: %s", server.path, exc)
-    return server

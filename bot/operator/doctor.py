@@ -13,15 +13,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from functools import partial
 from zoneinfo import ZoneInfo
 
 import httpx
 
 from bot.config.schema import Config
+from bot.operator.checks import Check
+from bot.operator.doctor_exec import exec_checks
+from bot.operator.doctor_mcp import doctor_checks as mcp_doctor_checks
 from bot.operator.doctor_models import model_checks
-from bot.operator.mcp_cli import doctor_checks as mcp_doctor_checks
 from bot.store.open import open_store
 from bot.store.urls import redact_url
 from bot.workspace import bootstrap_dir
@@ -30,22 +31,6 @@ from channels.options import ChannelOptions
 from channels.plugin import Probe
 
 TIMEOUT = 10.0
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    ok: bool
-    name: str
-    detail: str
-    fix: str = ""
-    warn: bool = False  # passed, but worth the owner's attention (shown with its fix)
-
-    def line(self) -> str:
-        label = "WARN" if self.ok and self.warn else ("OK  " if self.ok else "FAIL")
-        text = f"{label}  {self.name}: {self.detail}"
-        if (not self.ok or self.warn) and self.fix:
-            text += f" -> {self.fix}"
-        return text
 
 
 async def run_checks(config: Config) -> list[Check]:
@@ -63,8 +48,6 @@ async def run_checks(config: Config) -> list[Check]:
     checks.append(await _database(config))
     checks.append(_workspace(config))
     checks.append(_timezone(config))
-    from bot.operator.doctor_exec import exec_checks  # imports this module
-
     checks.extend(exec_checks(config))
     return checks
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from agents.tools.exec import is_secret_name, looks_like_secret_value
 from bot.config.errors import ConfigError
 from bot.config.schema import Config
-from bot.operator.doctor import Check
+from bot.operator.checks import Check
 from bot.toolbelt import exec_sandbox
 
 # Names that match a secret marker but hold no secret (session plumbing of a desktop login).

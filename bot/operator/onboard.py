@@ -107,7 +107,7 @@ def register(sub: Any, add: Any) -> None:
 
 
 def cmd_onboard(args: argparse.Namespace) -> int:
-    from bot.operator.cli import config_path
+    from bot.config.paths import config_path
 
     path = config_path(args.config)
     asker = Asker(interactive=not args.yes)

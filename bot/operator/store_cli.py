@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from bot.config.load import load_config
-from bot.operator.cli import config_path
+from bot.config.paths import config_path
 from bot.store.open import open_store
 from bot.store.roles import Store
 from bot.store.rows import COPY_COLUMNS, AlreadyRunning, StoreUnavailable

@@ -207,7 +207,7 @@ class Pairing(Protocol):
         """Withdraw an approval; False if the sender was not approved."""
 
 
-class CronBook(Protocol):
+class CronStore(Protocol):
     """Scheduled jobs and their run history."""
 
     async def cron_insert(self, job: CronJobRow) -> None: ...
@@ -317,7 +317,7 @@ class Store(
     UsageLedger,
     Inbox,
     Pairing,
-    CronBook,
+    CronStore,
     Instances,
     Claims,
     Stops,

@@ -178,11 +178,11 @@ def affected(status: str) -> int:
 class PostgresBase:
     """The shared pool; the store's parts (sessions, queues) build on it."""
 
-    def __init__(self, pool: asyncpg.Pool, url: str) -> None:
+    def __init__(self, pool: asyncpg.Pool, url: str, lease: float = INBOX_LEASE) -> None:
         self._pool = pool
         self.url = url
         self.holder = ""  # this daemon's instance id once `hold_instance()` succeeded
-        self.lease = INBOX_LEASE
+        self.lease = lease
         self.shared = True
 
     @property

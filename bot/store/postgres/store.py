@@ -18,7 +18,7 @@ from bot.store.postgres.base import MIGRATE_LOCK, MIGRATIONS
 from bot.store.postgres.claims import PostgresClaims
 from bot.store.postgres.queues import PostgresQueues
 from bot.store.postgres.sessions import PostgresSessions
-from bot.store.rows import COPY_COLUMNS, CopyRow, StoreUnavailable
+from bot.store.rows import COPY_COLUMNS, INBOX_LEASE, CopyRow, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class PostgresStore(PostgresSessions, PostgresQueues, PostgresClaims):
     latest_schema = len(MIGRATIONS)
 
     @classmethod
-    async def open(cls, url: str) -> PostgresStore:
+    async def open(cls, url: str, *, lease: float = INBOX_LEASE) -> PostgresStore:
         try:
             pool = await asyncpg.create_pool(
                 url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_TIMEOUT
@@ -50,7 +50,7 @@ class PostgresStore(PostgresSessions, PostgresQueues, PostgresClaims):
                 f"cannot connect to PostgreSQL ({exc}); check store.url and that the server "
                 "is running"
             ) from None
-        store = cls(pool, url)
+        store = cls(pool, url, lease)
         try:
             await store._migrate()
         except BaseException:

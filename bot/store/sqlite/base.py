@@ -172,12 +172,12 @@ MIGRATIONS: list[str] = [
 class SQLiteBase:
     """The shared connection; the store's parts (sessions, queues) build on it."""
 
-    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+    def __init__(self, db: aiosqlite.Connection, path: Path, lease: float = INBOX_LEASE) -> None:
         self._db = db
         self.path = path
         self._lock = asyncio.Lock()
         self.holder = ""  # this daemon's instance id once `hold_instance()` succeeded
-        self.lease = INBOX_LEASE
+        self.lease = lease
         self.shared = False
 
     @asynccontextmanager

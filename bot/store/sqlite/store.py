@@ -17,7 +17,7 @@ from typing import IO
 
 import aiosqlite
 
-from bot.store.rows import BOOL_COLUMNS, COPY_COLUMNS, AlreadyRunning, CopyRow
+from bot.store.rows import BOOL_COLUMNS, COPY_COLUMNS, INBOX_LEASE, AlreadyRunning, CopyRow
 from bot.store.sqlite.base import MIGRATIONS, statements
 from bot.store.sqlite.claims import SQLiteClaims
 from bot.store.sqlite.queues import SQLiteQueues
@@ -36,7 +36,7 @@ class SQLiteStore(SQLiteSessions, SQLiteQueues, SQLiteClaims):
     _instance_lock: IO[bytes] | None = None
 
     @classmethod
-    async def open(cls, path: Path | str) -> SQLiteStore:
+    async def open(cls, path: Path | str, *, lease: float = INBOX_LEASE) -> SQLiteStore:
         path = Path(path)
         if str(path) != ":memory:":
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -49,7 +49,7 @@ class SQLiteStore(SQLiteSessions, SQLiteQueues, SQLiteClaims):
             await db.execute("PRAGMA synchronous=NORMAL")
             await db.execute("PRAGMA foreign_keys=ON")
             await db.execute("PRAGMA busy_timeout=5000")
-            store = cls(db, path)
+            store = cls(db, path, lease)
             await store._migrate()
         except BaseException:
             await db.close()

@@ -1,0 +1,197 @@
+"""The daemon's object graph, built in one place: `build(config, store, channels, instance)`.
+
+Every part is created here, in dependency order, and handed its collaborators in its
+constructor; nothing is attached or set afterwards. Where two parts would need each other
+the graph is cut by design: the `cron` tool writes through the `JobBook`, which the
+scheduler (built after the gateway) waits on; sub-agent results wait in the announcer's
+queue, which the gateway takes from; `/stop` from other instances is published by
+`StopRequests` and applied by the cluster's listener. The daemon (`bot/daemon.py`) opens the
+store and the channels' adapters, calls `build`, then starts the parts `Parts` holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agents.compaction import CompactionPolicy, Compactor
+from agents.loop import AgentLoop
+from agents.pricing import context_window
+from agents.prompt import PromptBuilder
+from agents.providers.router import ModelRouter
+from agents.subagents import SubagentRunner
+from agents.tools.base import ToolRegistry
+from agents.tools.cron import CronTool
+from agents.tools.message import MessageTool
+from bot.access import AccessControl
+from bot.budget import Budget
+from bot.cluster.instances import InstanceBeacon
+from bot.cluster.receivers import Cluster, cron_poll_every
+from bot.cluster.stops import StopRequests
+from bot.config.paths import socket_path
+from bot.config.providers import build_router
+from bot.config.schema import Config
+from bot.cron.book import JobBook
+from bot.cron.heartbeat import Heartbeat
+from bot.cron.scheduler import Scheduler
+from bot.gateway import Gateway
+from bot.mcp_host import McpHost
+from bot.media.chat import ChatMedia
+from bot.message_targets import ChatMessenger
+from bot.model_choice import ModelChoices
+from bot.notices import OwnerLine
+from bot.operator.control_server import ControlServer, DaemonControl
+from bot.owner import policies
+from bot.process.status import DaemonStatus
+from bot.recovery import InboxRecovery
+from bot.store.roles import Store
+from bot.subagent_host import ChildSessions, LaneAnnouncer, subagent_limits
+from bot.toolbelt import build_tools
+from bot.turns import TurnRunner
+from bot.upkeep import SessionUpkeep
+from channels.base import Channel
+
+# What the memory flush before a compaction may use.
+FLUSH_TOOLS = ["memory_append", "write_file", "read_file"]
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """The built daemon: what it starts, serves and stops."""
+
+    client: ModelRouter
+    tools: ToolRegistry
+    mcp: McpHost
+    budget: Budget
+    subagents: SubagentRunner
+    announcer: LaneAnnouncer
+    upkeep: SessionUpkeep
+    gateway: Gateway
+    recovery: InboxRecovery
+    cron: JobBook
+    scheduler: Scheduler
+    cluster: Cluster
+    status: DaemonStatus
+    beacon: InstanceBeacon
+    control: ControlServer
+
+
+def build(config: Config, store: Store, channels: Mapping[str, Channel], instance_id: str) -> Parts:
+    """Create every part of a daemon on an open `store` with built `channels` adapters."""
+    agent = config.agent
+    client = build_router(config)
+    loop = AgentLoop(
+        client,
+        agent.model,
+        max_iterations=agent.max_iterations,
+        max_tokens=agent.max_tokens,
+        max_tool_result_chars=agent.max_tool_result_chars,
+    )
+    prompts = PromptBuilder(config.workspace)
+    models = ModelChoices(store, config)
+    owner = OwnerLine(config, channels)
+    budget = Budget(agent.budget, store, owner.tell)
+    gate = budget.notice if budget.enabled else None
+
+    # The tools: the workspace's, chats', cron's and the MCP servers'; then `spawn`.
+    media = ChatMedia(config, channels)
+    cron = JobBook(config, store)
+    mcp = McpHost(config)
+    messenger = ChatMessenger(config, store, channels)
+    base_tools = build_tools(
+        config, [MessageTool(messenger), CronTool(cron), *media.tools()], mcp.providers()
+    )
+    announcer = LaneAnnouncer()
+    subagents = SubagentRunner(
+        loop,
+        prompts,
+        ChildSessions(store),
+        announcer,
+        tools=base_tools,
+        agent_id=agent.id,
+        limits=subagent_limits(config),
+        timezone=agent.timezone,
+        model=agent.subagents.model,
+        gate=gate,
+    )
+    tools = subagents.tools  # the base tools and `spawn`
+
+    # A turn, the upkeep after it, and the gateway that admits it.
+    window = agent.context_window or context_window(agent.model)
+    compaction = agent.compaction
+    compactor = Compactor(
+        loop,
+        client,
+        agent.model,
+        CompactionPolicy(
+            compaction.max_messages, compaction.context_ratio, compaction.keep_last, window
+        ),
+        tools.restricted(allow=FLUSH_TOOLS),
+    )
+    upkeep = SessionUpkeep(config, store, compactor, prompts, models)
+    runner = TurnRunner(
+        config,
+        store,
+        loop,
+        prompts,
+        tools,
+        channels,
+        media=media,
+        models=models,
+        after_run=[upkeep.after_run, *([budget.after_run] if budget.enabled else [])],
+    )
+    access = AccessControl(
+        store, policies(config, list(config.channels.all())), owner.pairing_request
+    )
+    gateway = Gateway(
+        config,
+        store,
+        runner,
+        channels,
+        access,
+        models,
+        budget=budget,
+        remote=StopRequests(store) if store.shared else None,
+        compactor=upkeep.compact_now,
+        cancel_children=subagents.cancel_children_of,
+        announcements=announcer,
+    )
+    recovery = InboxRecovery(config, store, gateway)
+
+    # What runs on its own: heartbeat and cron, the receivers, the instance's beat.
+    heartbeat = Heartbeat(config, gateway, store)
+    scheduler = Scheduler(
+        config,
+        store,
+        gateway,
+        cron,
+        heartbeat,
+        budget_gate=gate,
+        poll_every=cron_poll_every(store),
+    )
+    cluster = Cluster(store, channels, config.channels, gateway, recovery)
+    status = DaemonStatus(config, channels, cluster, [gateway, scheduler, mcp])
+    beacon = InstanceBeacon(store, status.snapshot, instance_id)
+    control = ControlServer(
+        socket_path(config),
+        config,
+        store,
+        DaemonControl(config, gateway, scheduler, budget, channels, status.snapshot),
+    )
+    return Parts(
+        client=client,
+        tools=tools,
+        mcp=mcp,
+        budget=budget,
+        subagents=subagents,
+        announcer=announcer,
+        upkeep=upkeep,
+        gateway=gateway,
+        recovery=recovery,
+        cron=cron,
+        scheduler=scheduler,
+        cluster=cluster,
+        status=status,
+        beacon=beacon,
+        control=control,
+    )

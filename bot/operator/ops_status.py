@@ -1,0 +1,78 @@
+"""`perch status` and `perch sessions`: what the daemon does, what it spent, what it holds.
+
+`render_daemon` turns a daemon's status (live, or its status file) into the lines people
+read; `unresolved_notes` says which `${VAR}`s the command did without.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bot.budget import Budget, day_start
+from bot.cluster.instances import live_instance_lines
+from bot.config.schema import Config
+from bot.operator.mcp_probe import daemon_mcp_lines
+from bot.operator.reply import OpContext, Reply
+
+
+def render_daemon(daemon: dict[str, Any]) -> list[str]:
+    """The running daemon's own status (as `Daemon.status()` reports it)."""
+    since = time.strftime("%Y-%m-%d %H:%M", time.localtime(daemon.get("started_at", 0)))
+    lines = [
+        f"Perch is running (pid {daemon.get('pid')}, since {since}), model {daemon.get('model')}"
+    ]
+    for name, ch in daemon.get("channels", {}).items():
+        state = "up" if ch.get("up") else "DOWN"
+        lines.append(f"  channel {name}: {state} {ch.get('detail', '')}".rstrip())
+    lines.append(
+        f"  active runs: {daemon.get('active_runs', 0)}, queued: {daemon.get('queued', 0)}"
+    )
+    lines += daemon_mcp_lines(daemon)
+    for extra in ("next_heartbeat", "next_cron"):
+        if daemon.get(extra):
+            lines.append(f"  {extra.replace('_', ' ')}: {daemon[extra]}")
+    return lines
+
+
+async def op_status(ctx: OpContext, args: dict[str, Any]) -> Reply:
+    if ctx.live is not None:
+        lines = render_daemon(ctx.live.status())
+    else:
+        offline = args.get("offline_status")
+        lines = render_daemon(offline) if isinstance(offline, dict) else ["Perch is not running."]
+    today = await ctx.store.usage_since(day_start())
+    lines.append(
+        f"  today (UTC): {today.input_tokens + today.cache_read_tokens} in / "
+        f"{today.output_tokens} out tokens, ${today.cost_usd:.4f}"
+    )
+    if ctx.live is not None:
+        lines.append(ctx.live.budget_line(today.cost_usd))
+    else:  # what the daemon would say: PAUSED, or lifted for today (kept in the store)
+        budget = Budget(ctx.config.agent.budget, ctx.store)
+        lines.append(budget.status_line(await budget.spent_today()))
+    lines += [f"  instance {line}" for line in await live_instance_lines(ctx.store)]
+    return Reply(0, "\n".join([*lines, *unresolved_notes(ctx.config)]) + "\n")
+
+
+def unresolved_notes(config: Config) -> list[str]:
+    """One line per `${VAR}` this command did without (`perch doctor` makes them failures)."""
+    return [f"  note: {missing}; not needed here" for missing in config.unresolved]
+
+
+async def op_sessions(ctx: OpContext, args: dict[str, Any]) -> Reply:
+    show_all = bool(args.get("all"))
+    rows = await ctx.store.list_sessions(int(args.get("limit", 50)), archived=show_all)
+    if not rows:
+        return Reply(0, "No conversations yet.\n")
+    archived: set[str] = set()
+    if show_all:
+        active = await ctx.store.list_sessions(100_000)
+        live_ids = {row.id for row in active}
+        archived = {row.id for row in rows if row.id not in live_ids}
+    lines = [f"{'UPDATED':16}  {'COST':>9}  SESSION"]
+    for s in rows:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
+        mark = "  (archived)" if s.id in archived else ""
+        lines.append(f"{when}  ${s.cost_usd:8.4f}  {s.key}{mark}")
+    return Reply(0, "\n".join(lines) + "\n")
