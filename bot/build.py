@@ -35,9 +35,7 @@ from bot.cron.book import JobBook
 from bot.cron.heartbeat import Heartbeat
 from bot.cron.scheduler import Scheduler
 from bot.gateway import Gateway
-from bot.mcp_host import McpHost
 from bot.media.chat import ChatMedia
-from bot.message_targets import ChatMessenger
 from bot.model_choice import ModelChoices
 from bot.notices import OwnerLine
 from bot.operator.control_server import ControlServer, DaemonControl
@@ -46,7 +44,9 @@ from bot.process.status import DaemonStatus
 from bot.recovery import InboxRecovery
 from bot.store.roles import Store
 from bot.subagent_host import ChildSessions, LaneAnnouncer, subagent_limits
-from bot.toolbelt import build_tools
+from bot.tools.belt import build_tools
+from bot.tools.mcp import McpHost
+from bot.tools.messages import ChatMessenger
 from bot.turns import TurnRunner
 from bot.upkeep import SessionUpkeep
 from channels.base import Channel

@@ -17,9 +17,9 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bot.config.paths import socket_path
 from bot.operator.cli import main
 from bot.operator.control_client import call
-from bot.config.paths import socket_path
 from bot.operator.reply import Reply as ControlReply
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from agents.tools.base import ToolContext, ToolError
 from agents.tools.message import MessageTool
 from bot.config.schema import Config
-from bot.message_targets import ChatMessenger, TargetPolicy, TargetRefused
 from bot.sessions import SessionKey
 from bot.store.roles import Store
 from bot.store.rows import PairingRequest
+from bot.tools.messages import ChatMessenger, TargetPolicy, TargetRefused
 from channels.base import ChatRef
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.chat import MemoryChannel

@@ -24,7 +24,7 @@ from agents.tools.exec import ExecTool, build_env, looks_like_secret_value
 from agents.tools.sandbox import Limits, Sandbox, SandboxUnavailable, select_sandbox
 from bot.config.errors import ConfigError
 from bot.config.schema import Config
-from bot.toolbelt import build_tools
+from bot.tools.belt import build_tools
 from tests.waiting import eventually
 
 PYTHON3 = "/usr/bin/python3"

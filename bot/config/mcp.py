@@ -4,7 +4,7 @@
 or a Streamable HTTP server (`url:`, optional `headers`). Every server takes `tools:` (an
 allow-list of the server's own tool names, `*` suffix allowed; default all), `timeout_s` per
 call (60) and `enabled`. A stdio server with `sandbox: true` runs under the exec sandbox
-(bubblewrap; no network unless `network: true`); see `bot.mcp_host`. `server_specs(config)` turns
+(bubblewrap; no network unless `network: true`); see `bot.tools.mcp`. `server_specs(config)` turns
 the section into the platform-free `ServerSpec`s of `agents.mcp`.
 """
 

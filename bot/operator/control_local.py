@@ -25,7 +25,7 @@ from bot.sessions import SessionKey
 from bot.store.open import open_store
 from bot.store.roles import Store
 from bot.store.rows import AlreadyRunning
-from bot.toolbelt import build_tools
+from bot.tools.belt import build_tools
 from bot.turns import TurnRunner
 from bot.workspace import seed_workspace
 from channels.base import ChatRef, Inbound

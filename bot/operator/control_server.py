@@ -26,12 +26,12 @@ from agents.surrogates import fix_data
 from agents.tools.base import ToolError
 from bot.budget import Budget
 from bot.config.schema import Config
-from bot.message_targets import TargetPolicy
 from bot.operator.ops import run_op
 from bot.operator.ops_chat import default_chat_key, turn_reply
 from bot.operator.reply import LiveDaemon, OpContext, Reply
 from bot.sessions import SessionKey
 from bot.store.roles import Store
+from bot.tools.messages import TargetPolicy
 from channels.base import Channel, ChatRef, Outbound
 
 if TYPE_CHECKING:

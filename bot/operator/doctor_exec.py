@@ -10,7 +10,7 @@ from agents.tools.exec import is_secret_name, looks_like_secret_value
 from bot.config.errors import ConfigError
 from bot.config.schema import Config
 from bot.operator.checks import Check
-from bot.toolbelt import exec_sandbox
+from bot.tools.belt import exec_sandbox
 
 # Names that match a secret marker but hold no secret (session plumbing of a desktop login).
 _HARMLESS = frozenset(

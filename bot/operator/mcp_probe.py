@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from bot.config.schema import Config
-from bot.mcp_host import build_manager
+from bot.tools.mcp import build_manager
 
 PROBE_TIMEOUT_S = 30.0
 
