@@ -176,7 +176,7 @@ class DiscordChannel:
             self._spawn(self.commands.register(self._client), "discord-register-commands")
 
     def disconnected(self) -> None:
-        if self._supervisor is not None:
+        if self._supervisor is not None and self._status.up:
             self._set_status(False, "gateway connection lost; resuming")
 
     async def _supervise(self) -> None:

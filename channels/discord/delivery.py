@@ -159,8 +159,14 @@ class DiscordDelivery:
         return int(chat.chat_id)
 
     async def _start_thread(self, client: discord.Client, chat: ChatRef, thread: str) -> None:
-        starter = client.get_partial_messageable(int(chat.chat_id)).get_partial_message(int(thread))
+        """Start the thread an answer opens, from the asking message (see the docstring)."""
         try:
+            parent = client.get_channel(int(chat.chat_id)) or await self.call(
+                "look up", chat, lambda: client.fetch_channel(int(chat.chat_id))
+            )
+            if not isinstance(parent, discord.TextChannel):
+                raise DiscordDeliveryError(f"channel {chat.chat_id} cannot hold threads")
+            starter = parent.get_partial_message(int(thread))
             await self.call(
                 "start a thread in",
                 chat,
@@ -169,10 +175,8 @@ class DiscordDelivery:
                 ),
             )
         except DiscordDeliveryError as exc:
-            if (
-                isinstance(exc.__cause__, discord.HTTPException)
-                and exc.__cause__.code == _THREAD_EXISTS
-            ):
+            cause = exc.__cause__
+            if isinstance(cause, discord.HTTPException) and cause.code == _THREAD_EXISTS:
                 self._threads_ready.add(thread)
                 return
             log.warning("discord: %s; answering in the channel instead", exc)

@@ -143,8 +143,11 @@ class DiscordInbound:
         bot_id = client.user.id
         guild = message.guild
         bot_roles: set[str] = set()
-        if guild is not None and guild.me is not None:
-            bot_roles = {str(role.id) for role in guild.me.roles if role.id != guild.id}
+        if guild is not None:
+            if guild.self_role is not None:  # the role Discord made for the bot
+                bot_roles.add(str(guild.self_role.id))
+            if guild.me is not None:
+                bot_roles |= {str(role.id) for role in guild.me.roles if role.id != guild.id}
         names = Names(
             users={str(u.id): u.display_name for u in message.mentions},
             roles={str(r.id): r.name for r in message.role_mentions},

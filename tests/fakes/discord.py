@@ -86,6 +86,7 @@ class FakeDiscord:
         self._buckets: dict[str, _Bucket] = {}
         self._limits: dict[str, tuple[int, float]] = {}
         self._nonces: dict[tuple[str, str], Posted] = {}
+        self.rate_limited = 0  # 429s a bucket (not `fail_next`) answered
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
 
@@ -231,6 +232,7 @@ class FakeDiscord:
         if failures:
             return _failure_response(failures.pop(0), headers)
         if headers.get("X-RateLimit-Remaining") == "-1":
+            self.rate_limited += 1
             bucket = self._buckets[f"{route}:{major}"]
             wait = max(0.0, bucket.reset_at - time.monotonic())
             return _failure_response(_Failure(429, round(wait, 3), None), {})

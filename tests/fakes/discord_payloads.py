@@ -207,8 +207,10 @@ def message(
     referenced: dict[str, Any] | None = None,
     flags: int = 0,
     kind: int | None = None,
+    **fields: Any,
 ) -> dict[str, Any]:
-    """A message object (the `d` of MESSAGE_CREATE, or a REST answer)."""
+    """A message object (the `d` of MESSAGE_CREATE, or a REST answer); `fields` set any
+    other field (`mention_everyone=True`, `webhook_id=...`)."""
     payload: dict[str, Any] = {
         "id": message_id or snowflake(),
         "channel_id": channel_id,
@@ -238,6 +240,7 @@ def message(
             **({"guild_id": guild_id} if guild_id else {}),
         }
         payload["referenced_message"] = referenced
+    payload.update(fields)
     return payload
 
 
