@@ -154,12 +154,12 @@ class DiscordChannel:
         if supervisor is not None:
             supervisor.cancel()
             await asyncio.wait({supervisor}, timeout=2.0)
-        await self._close_client()
         tasks = [task for task in self._tasks if not task.done()]
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=1.0)
+        await self._close_client()
         self._status = ChannelStatus(self.name, False, "stopped")
         log.info("discord: stopped")
 
