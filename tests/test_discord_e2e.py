@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from bot.cli import main
 from bot.daemon import Daemon
 from bot.doctor import run_checks
 from channels.chunking import parse_fence
@@ -221,3 +223,30 @@ async def test_doctor_checks_the_token_live(
     [check] = [c for c in await run_checks(config) if c.name == "discord"]
     assert not check.ok
     assert "401" in check.line() and "DISCORD_BOT_TOKEN" in check.line()
+
+
+async def test_onboard_sets_discord_up_and_checks_the_token_live(
+    tmp_path: Path, fake: FakeDiscord, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = "sk-ant-onboard-discord"
+    config, env_file = tmp_path / "config.yaml", tmp_path / "perch.env"
+    async with FakeAnthropic(api_key=key) as model_server:
+        code = await asyncio.to_thread(
+            main,
+            [
+                *("onboard", "--config", str(config), "--yes", "--no-doctor"),
+                *("--api-key", key, "--base-url", model_server.base_url),
+                *("--channels", "discord", "--env", f"DISCORD_BOT_TOKEN={p.TOKEN}"),
+                *("--set", f"channels.discord.api_base={fake.api_base}"),
+                *("--owner", f"discord:{ALICE['id']}", "--secrets-path", str(env_file)),
+                *("--secrets", "env"),
+            ],
+        )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"OK    discord: bot perch ({p.BOT_ID}) is reachable" in out
+    data = yaml.safe_load(config.read_text())["channels"]["discord"]
+    assert data["enabled"] is True and data["allow_from"] == [ALICE["id"]]
+    assert data["token"] == "${DISCORD_BOT_TOKEN:-}"
+    assert f"DISCORD_BOT_TOKEN={p.TOKEN}" in env_file.read_text()
+    assert p.TOKEN not in config.read_text()
