@@ -113,7 +113,10 @@ class DiscordMedia:
     async def react(
         self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False
     ) -> None:
-        """Add the bot's reaction to a message, or take it back off."""
+        """Add the bot's reaction to a message, or take it back off (a slash command's use
+        is no message: nothing to react to)."""
+        if message_id.startswith("interaction:"):
+            return
         delivery = self._delivery
         try:
             client = delivery.client()

@@ -21,10 +21,10 @@ from aiohttp import web
 
 from tests.fakes import discord_payloads as p
 from tests.fakes.discord_gateway import FakeGateway
+from tests.fakes.discord_payloads import ALICE, BOB, OTHER_BOT
+from tests.fakes.discord_routes import HANDLERS, ROUTES, json_answer
 
-ALICE = p.user("1600000000000000001", "alice")
-BOB = p.user("1600000000000000002", "bob")
-OTHER_BOT = p.user("1600000000000000009", "otherbot", bot=True)
+__all__ = ["ALICE", "BOB", "OTHER_BOT", "DiscordCall", "FakeDiscord", "Posted"]
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class FakeDiscord:
         self._limits: dict[str, tuple[int, float]] = {}
         self._nonces: dict[tuple[str, str], Posted] = {}
         self.rate_limited = 0  # 429s a bucket (not `fail_next`) answered
-        self._changed = asyncio.Condition()
+        self.changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
 
     @property
@@ -106,7 +106,7 @@ class FakeDiscord:
         app.router.add_get("/gateway", self.gateway.handle)
         app.router.add_get("/resume-gateway", self.gateway.handle)
         app.router.add_get("/attachments/{name}", self._attachment)
-        for method, template in _ROUTES:
+        for method, template in ROUTES:
             app.router.add_route(method, "/api/v10" + template, self._rest)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)
         await self._runner.setup()
@@ -162,8 +162,8 @@ class FakeDiscord:
         return self.calls_to(route)
 
     async def wait(self, condition: Callable[[], bool], timeout: float = 5.0) -> None:
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(condition), timeout)
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(condition), timeout)
 
     def posted_in(self, channel_id: str) -> list[Posted]:
         return [m for m in self.messages.values() if m.channel_id == channel_id]
@@ -218,14 +218,14 @@ class FakeDiscord:
         route = f"{request.method} {request.match_info.route.resource.canonical[len('/api/v10') :]}"  # type: ignore[union-attr]
         body, files = await _read_body(request)
         call = DiscordCall(route, dict(request.match_info), body, dict(request.headers), files)
-        async with self._changed:
+        async with self.changed:
             self.calls.append(call)
-            self._changed.notify_all()
+            self.changed.notify_all()
         needs_token = not route.startswith(
             ("POST /interactions", "PATCH /webhooks", "POST /webhooks", "DELETE /webhooks")
         )
         if needs_token and request.headers.get("Authorization") != f"Bot {p.TOKEN}":
-            return _json({"message": "401: Unauthorized", "code": 0}, status=401)
+            return json_answer({"message": "401: Unauthorized", "code": 0}, status=401)
         major = call.params.get("channel_id") or call.params.get("interaction_id") or ""
         headers = self._rate_headers(route, major)
         failures = self._failures.get(route)
@@ -236,13 +236,13 @@ class FakeDiscord:
             bucket = self._buckets[f"{route}:{major}"]
             wait = max(0.0, bucket.reset_at - time.monotonic())
             return _failure_response(_Failure(429, round(wait, 3), None), {})
-        handler = _HANDLERS[route]
+        handler = HANDLERS[route]
         result = await handler(self, call)
         if isinstance(result, web.StreamResponse):
             return result
         if result is None:
             return web.Response(status=204, headers=headers)
-        return _json(result, headers=headers)
+        return json_answer(result, headers=headers)
 
     def _rate_headers(self, route: str, major: str) -> dict[str, str]:
         limit, window = self._limits.get(route, (50, 1.0))
@@ -266,7 +266,7 @@ class FakeDiscord:
     def _guild_create(self) -> dict[str, Any]:
         return p.guild(list(self.channels.values()), list(self.threads.values()))
 
-    async def _post_message(self, channel_id: str, body: dict[str, Any], files: list[str]) -> Any:
+    async def post_message(self, channel_id: str, body: dict[str, Any], files: list[str]) -> Any:
         hold = self._holds.get(channel_id)
         if hold is not None:
             await hold.wait()
@@ -281,11 +281,11 @@ class FakeDiscord:
             channel_id, p.bot_user(), str(body.get("content") or ""), guild_id=guild
         )
         posted = Posted(channel_id, message["id"], message["content"], reference, files=files)
-        async with self._changed:
+        async with self.changed:
             self.messages[message["id"]] = posted
             if nonce:
                 self._nonces[(channel_id, nonce)] = posted
-            self._changed.notify_all()
+            self.changed.notify_all()
         await self.gateway.dispatch("MESSAGE_CREATE", message)
         return message
 
@@ -295,16 +295,6 @@ class FakeDiscord:
             return web.Response(status=404)
         data, content_type = self._files[name]
         return web.Response(body=data, content_type=content_type)
-
-
-def _json(data: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    """A JSON answer as Discord sends it: `Content-Type: application/json`, no charset
-    (discord.py parses the body only then)."""
-    return web.Response(
-        body=json.dumps(data).encode(),
-        status=status,
-        headers={**(headers or {}), "Content-Type": "application/json"},
-    )
 
 
 async def _read_body(request: web.Request) -> tuple[dict[str, Any], dict[str, tuple[str, bytes]]]:
@@ -326,7 +316,7 @@ async def _read_body(request: web.Request) -> tuple[dict[str, Any], dict[str, tu
 def _failure_response(failure: _Failure, headers: dict[str, str]) -> web.Response:
     if failure.status == 429:
         body = {"message": "You are being rate limited.", "retry_after": failure.retry_after}
-        return _json(
+        return json_answer(
             {**body, "global": False},
             status=429,
             headers={
@@ -336,162 +326,8 @@ def _failure_response(failure: _Failure, headers: dict[str, str]) -> web.Respons
                 "Via": "1.1 google",
             },
         )
-    return _json(
+    return json_answer(
         failure.body or {"message": f"fake failure {failure.status}", "code": 0},
         status=failure.status,
         headers=headers,
     )
-
-
-# -- route handlers --------------------------------------------------------------------------
-
-
-async def _me(fake: FakeDiscord, call: DiscordCall) -> Any:
-    return p.bot_user()
-
-
-async def _application(fake: FakeDiscord, call: DiscordCall) -> Any:
-    return p.application()
-
-
-async def _gateway_bot(fake: FakeDiscord, call: DiscordCall) -> Any:
-    return {
-        "url": f"ws://127.0.0.1:{fake.port}/gateway",
-        "shards": 1,
-        "session_start_limit": {
-            "total": 1000,
-            "remaining": 999,
-            "reset_after": 14_400_000,
-            "max_concurrency": 1,
-        },
-    }
-
-
-async def _channel(fake: FakeDiscord, call: DiscordCall) -> Any:
-    channel_id = call.params["channel_id"]
-    for known in (fake.threads, fake.channels):
-        if channel_id in known:
-            return known[channel_id]
-    for user_id, dm_id in fake.dm_channels.items():
-        if dm_id == channel_id:
-            return {"id": dm_id, "type": 1, "recipients": [{**ALICE, "id": user_id}]}
-    return _json({"message": "Unknown Channel", "code": 10003}, status=404)
-
-
-async def _open_dm(fake: FakeDiscord, call: DiscordCall) -> Any:
-    user_id = str(call.body["recipient_id"])
-    dm_id = fake.dm_channels.setdefault(user_id, p.snowflake())
-    return {
-        "id": dm_id,
-        "type": 1,
-        "last_message_id": None,
-        "recipients": [{**ALICE, "id": user_id}],
-    }
-
-
-async def _create_message(fake: FakeDiscord, call: DiscordCall) -> Any:
-    names = [name for name, _ in call.files.values()]
-    return await fake._post_message(call.params["channel_id"], call.body, names)
-
-
-async def _edit_message(fake: FakeDiscord, call: DiscordCall) -> Any:
-    posted = fake.messages.get(call.params["message_id"])
-    if posted is None:
-        return _json({"message": "Unknown Message", "code": 10008}, status=404)
-    async with fake._changed:
-        posted.content = str(call.body.get("content") or "")
-        posted.edits.append(posted.content)
-        fake._changed.notify_all()
-    guild = p.GUILD_ID if posted.channel_id not in fake.dm_channels.values() else None
-    message = p.message(
-        posted.channel_id, p.bot_user(), posted.content, guild_id=guild, message_id=posted.id
-    )
-    message["edited_timestamp"] = p.now_iso()
-    await fake.gateway.dispatch("MESSAGE_UPDATE", message)
-    return message
-
-
-async def _delete_message(fake: FakeDiscord, call: DiscordCall) -> Any:
-    async with fake._changed:
-        fake.messages.pop(call.params["message_id"], None)
-        fake._changed.notify_all()
-    return None
-
-
-async def _no_content(fake: FakeDiscord, call: DiscordCall) -> Any:
-    return None
-
-
-async def _start_thread(fake: FakeDiscord, call: DiscordCall) -> Any:
-    thread_id = call.params["message_id"]  # a thread started from a message shares its id
-    if thread_id in fake.threads:
-        return _json(
-            {"message": "A thread has already been created for this message", "code": 160004},
-            status=400,
-        )
-    name = str(call.body.get("name") or "thread")
-    thread = p.thread(thread_id, call.params["channel_id"], name, p.BOT_ID)
-    fake.threads[thread_id] = thread
-    await fake.gateway.dispatch("THREAD_CREATE", {**thread, "newly_created": True})
-    return thread
-
-
-async def _get_commands(fake: FakeDiscord, call: DiscordCall) -> Any:
-    return fake.commands
-
-
-async def _put_commands(fake: FakeDiscord, call: DiscordCall) -> Any:
-    body: Any = call.body
-    listed = body if isinstance(body, list) else []
-    fake.commands = [
-        {**command, "id": p.snowflake(), "application_id": p.APP_ID, "version": p.snowflake()}
-        for command in listed
-    ]
-    return fake.commands
-
-
-async def _upsert_command(fake: FakeDiscord, call: DiscordCall) -> Any:
-    command = {
-        **call.body,
-        "id": p.snowflake(),
-        "application_id": p.APP_ID,
-        "version": p.snowflake(),
-    }
-    fake.commands = [c for c in fake.commands if c["name"] != command["name"]] + [command]
-    return command
-
-
-async def _interaction_callback(fake: FakeDiscord, call: DiscordCall) -> Any:
-    return {
-        "interaction": {"id": call.params["interaction_id"], "type": 2},
-        "resource": {"type": call.body.get("type", 5)},
-    }
-
-
-async def _webhook_edit(fake: FakeDiscord, call: DiscordCall) -> Any:
-    content = str(call.body.get("content") or "")
-    return p.message(p.CHANNEL_ID, p.bot_user(), content)
-
-
-_HANDLERS: dict[str, Any] = {
-    "GET /users/@me": _me,
-    "GET /oauth2/applications/@me": _application,
-    "GET /gateway/bot": _gateway_bot,
-    "GET /channels/{channel_id}": _channel,
-    "POST /users/@me/channels": _open_dm,
-    "POST /channels/{channel_id}/messages": _create_message,
-    "PATCH /channels/{channel_id}/messages/{message_id}": _edit_message,
-    "DELETE /channels/{channel_id}/messages/{message_id}": _delete_message,
-    "POST /channels/{channel_id}/typing": _no_content,
-    "PUT /channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me": _no_content,
-    "DELETE /channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me": _no_content,
-    "POST /channels/{channel_id}/messages/{message_id}/threads": _start_thread,
-    "GET /applications/{application_id}/commands": _get_commands,
-    "PUT /applications/{application_id}/commands": _put_commands,
-    "POST /applications/{application_id}/commands": _upsert_command,
-    "POST /interactions/{interaction_id}/{token}/callback": _interaction_callback,
-    "PATCH /webhooks/{application_id}/{token}/messages/@original": _webhook_edit,
-    "DELETE /webhooks/{application_id}/{token}/messages/@original": _no_content,
-    "POST /webhooks/{application_id}/{token}": _webhook_edit,
-}
-_ROUTES = [tuple(route.split(" ", 1)) for route in _HANDLERS]

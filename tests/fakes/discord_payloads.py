@@ -287,3 +287,8 @@ def interaction(
     else:
         payload["user"] = sender
     return payload
+
+
+ALICE = user("1600000000000000001", "alice")
+BOB = user("1600000000000000002", "bob")
+OTHER_BOT = user("1600000000000000009", "otherbot", bot=True)
