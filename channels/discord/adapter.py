@@ -185,6 +185,7 @@ class DiscordChannel:
 
             def failed(exc: Exception, delay: float) -> bool:
                 self._set_status(False, self._describe(exc, delay))
+                self._first_attempt.set()  # start() need not wait while Discord is away
                 return not isinstance(exc, _Fatal)
 
             client = await connect_until_up(
