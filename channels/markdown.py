@@ -81,6 +81,7 @@ class Paragraph:
 @dataclass(slots=True)
 class Heading:
     text: str
+    level: int = 1  # the number of `#`s it was written with (1-6)
 
 
 @dataclass(slots=True)
@@ -181,7 +182,8 @@ def parse_blocks(md: str, depth: int = 0) -> list[Block]:
 def _single_line_block(line: str) -> Block | None:
     heading = _HEADING.fullmatch(line)
     if heading is not None:
-        return Heading(_HEADING_CLOSE.sub("", heading.group(2) or "").strip())
+        text = _HEADING_CLOSE.sub("", heading.group(2) or "").strip()
+        return Heading(text, len(heading.group(1)))
     if _RULE.fullmatch(line):
         return Rule()
     bullet = _BULLET.fullmatch(line)

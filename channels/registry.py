@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from channels import console
 from channels.base import Channel
+from channels.discord import plugin as discord_plugin
 from channels.options import ChannelOptions, secret_values
 from channels.plugin import Capabilities, ChannelContext, ChannelPlugin
 from channels.signal import plugin as signal_plugin
@@ -31,6 +32,7 @@ BUILTIN: tuple[ChannelPlugin, ...] = (
     telegram_plugin.PLUGIN,
     slack_plugin.PLUGIN,
     signal_plugin.PLUGIN,
+    discord_plugin.PLUGIN,
     console.PLUGIN,
 )
 
