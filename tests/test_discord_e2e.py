@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.cli import main
+from bot.operator.cli import main
 from bot.daemon import Daemon
-from bot.doctor import run_checks
+from bot.operator.doctor import run_checks
 from channels.chunking import parse_fence
 from tests.fakes import discord_payloads as p
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
