@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, Literal
 
 from agents.cancel import Cancelled
+from agents.model import text_block
 from agents.prompt import PromptMode
 from bot.access import AccessControl, Verdict
 from bot.cluster.slots import SessionSlots
@@ -153,7 +154,7 @@ class Gateway:
                 self._spawn(self.runner.media.steer(turn, pending))  # voice/files made text first
                 return
             text = pending.inbound.text
-            turn.steer.put([{"type": "text", "text": f"[New message while you work]: {text}"}])
+            turn.steer.put([text_block(f"[New message while you work]: {text}")])
             return
         if admission.start:
             self._start(key, lane, [pending])
