@@ -26,6 +26,7 @@ from agents.model import (
     ModelRequest,
     TextBlock,
     Usage,
+    text_block,
     text_of,
     tool_result_text,
 )
@@ -153,7 +154,7 @@ class Compactor:
             session_key=context.session_key,
             system=system,
             history=recent,
-            user_content=[{"type": "text", "text": FLUSH_PROMPT}],
+            user_content=[text_block(FLUSH_PROMPT)],
             tools=self.flush_tools,
             context=ToolContext(
                 workspace=context.workspace,
@@ -188,8 +189,8 @@ class Compactor:
         )
         request = ModelRequest(
             model=model,
-            system=[{"type": "text", "text": SUMMARY_SYSTEM}],
-            messages=[{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+            system=[text_block(SUMMARY_SYSTEM)],
+            messages=[{"role": "user", "content": [text_block(prompt)]}],
             max_tokens=SUMMARY_MAX_TOKENS,
         )
         try:

@@ -64,7 +64,7 @@ __all__ = [
 def _blocks(message: Mapping[str, Any]) -> list[Block]:
     content = message.get("content")
     if isinstance(content, str):
-        return [{"type": "text", "text": content}]
+        return [cast(Block, model.text_block(content))]
     if isinstance(content, list):
         return [b for b in content if isinstance(b, dict)]
     return []
@@ -332,12 +332,7 @@ def _merge_same_role(messages: list[Message]) -> list[Message]:
 
 
 def _missing_result(tool_id: str) -> Block:
-    return {
-        "type": "tool_result",
-        "tool_use_id": tool_id,
-        "content": MISSING_TOOL_RESULT,
-        "is_error": True,
-    }
+    return cast(Block, model.tool_result_block(tool_id, MISSING_TOOL_RESULT, is_error=True))
 
 
 def _pair_results(expected: list[str], content: list[Block]) -> list[Block]:

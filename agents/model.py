@@ -83,8 +83,23 @@ TextCallback = Callable[[str], Awaitable[None]]
 
 
 # ---- constructors and readers (no copies: blocks are dicts) -------------------------------
-def text_block(text: str) -> TextBlock:
+# Every block Perch makes is made here; code elsewhere reads `block["type"]` but writes no
+# block literals. Wire formats of other APIs (Chat Completions parts) are their provider's.
+def text_block(text: str, *, cached: bool = False) -> TextBlock:
+    """A text block; `cached` marks the end of a prefix for Anthropic's prompt cache."""
+    if cached:
+        return {"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}
     return {"type": "text", "text": text}
+
+
+def image_block(media_type: str, data: str) -> ImageBlock:
+    """An image given as base64 `data` of `media_type` (`image/png`, ...)."""
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+
+
+def tool_use_block(id: str, name: str, input: dict[str, Any]) -> ToolUseBlock:
+    """A model's call of tool `name` with arguments `input`; `id` pairs it with its result."""
+    return {"type": "tool_use", "id": id, "name": name, "input": input}
 
 
 def tool_result_block(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from agents.model import TextBlock
+from agents.model import TextBlock, text_block
 
 PromptMode = Literal["full", "minimal"]
 FULL_FILES = ("IDENTITY.md", "SOUL.md", "USER.md", "AGENTS.md", "TOOLS.md", "MEMORY.md")
@@ -81,8 +81,8 @@ class PromptBuilder:
     def build(self, mode: PromptMode, runtime: RuntimeInfo) -> list[TextBlock]:
         stable = self._stable_text(mode)
         return [
-            {"type": "text", "text": stable, "cache_control": {"type": "ephemeral"}},
-            {"type": "text", "text": _runtime_text(runtime)},
+            text_block(stable, cached=True),
+            text_block(_runtime_text(runtime)),
         ]
 
     def _stable_text(self, mode: PromptMode) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 
 from agents.cancel import Cancelled, CancelToken
 from agents.loop import AgentLoop, RunRequest, RunResult
+from agents.model import text_block
 from agents.prompt import PromptBuilder, RuntimeInfo
 from agents.sanitize import sanitize_output
 from agents.spawn_tool import SpawnTool
@@ -333,7 +334,7 @@ class SubagentRunner:
             session_key=child.key,
             system=self.prompts.build("minimal", runtime),
             history=[],
-            user_content=[{"type": "text", "text": child.task}],
+            user_content=[text_block(child.task)],
             tools=self.tools_for(child.depth),
             context=ToolContext(
                 workspace=child.workspace,

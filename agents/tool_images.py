@@ -17,7 +17,7 @@ import binascii
 from collections.abc import Iterable
 from typing import Any, cast
 
-from agents.model import ImageBlock, Message, TextBlock
+from agents.model import ImageBlock, Message, TextBlock, image_block, text_block
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 MAX_IMAGE_BYTES = 5_000_000  # as channels' max_image_bytes default
@@ -52,7 +52,7 @@ def tool_image(mime: str, data: str, size: int, shown: int) -> ImageBlock | str:
         base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         return image_note(mime, size, "not shown (its data is not valid base64)")
-    return {"type": "image", "source": {"type": "base64", "media_type": mime, "data": data}}
+    return image_block(mime, data)
 
 
 def _stored_note(image: dict[str, Any]) -> TextBlock:
@@ -62,7 +62,7 @@ def _stored_note(image: dict[str, Any]) -> TextBlock:
     data = source.get("data")
     size = decoded_size(data) if isinstance(data, str) else 0
     note = image_note(mime, size, "shown to the model when the tool ran; not kept in history")
-    return {"type": "text", "text": note}
+    return text_block(note)
 
 
 def _has_image(content: Any) -> bool:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Protocol
 
-from bot.config.providers import display_model, offered_models, split_model
+from agents.providers.model_names import parse_model_name
+from bot.config.providers import display_model, offered_models
 from bot.config.schema import Config
 
 CACHED_SESSIONS = 4096
@@ -70,14 +71,14 @@ class ModelChoices:
         return f"This chat now uses {shown}{note}. /model default goes back to {self.default}."
 
     def _problem(self, wanted: str) -> str | None:
-        head, sep, rest = wanted.partition("/")
+        parsed = parse_model_name(wanted, self._config.providers.root)
         providers = [name for name, _ in self._config.providers.items()]
-        if sep and (not rest or head not in providers):
+        if parsed.prefix is not None and not parsed.explicit:
             return (
-                f"Unknown provider {head!r} in {wanted!r}. Configured providers: "
+                f"Unknown provider {parsed.prefix!r} in {wanted!r}. Configured providers: "
                 f"{', '.join(providers)}. Write /model <provider>/<model>."
             )
-        provider, _model = split_model(self._config, wanted)
+        provider = parsed.provider
         settings = self._config.providers.get(provider)
         if settings is not None and settings.kind == "anthropic" and not settings.api_key:
             return f"Provider {provider!r} has no API key (providers.{provider}.api_key)."

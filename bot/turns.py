@@ -22,7 +22,7 @@ from typing import Protocol
 from agents.guard import BLOCKED_REPLY, check_input
 from agents.history import estimate_tokens, prepare_history, user_turn_starts
 from agents.loop import AgentLoop, RunRequest, RunResult
-from agents.model import Block, Message
+from agents.model import Block, Message, image_block, text_block
 from agents.pricing import context_window
 from agents.prompt import PromptBuilder, PromptMode, RuntimeInfo
 from agents.sanitize import sanitize_output
@@ -124,7 +124,7 @@ class TurnRunner:
         text, images = _user_text(key, items)
         # Transcripts and extracted file text come from outside too (NUL: the guard's).
         text = fix_text(text, keep_nul=True)
-        user_content: list[Block] = [*images, {"type": "text", "text": text}]
+        user_content: list[Block] = [*images, text_block(text)]
         if not all(item.system for item in turn.items):
             guard = self.config.agent.guard
             verdict = check_input(text, mode=guard.mode, max_chars=guard.max_message_chars)
@@ -132,7 +132,7 @@ class TurnRunner:
                 if channel is not None and chat is not None:
                     await channel.send(Outbound(chat, BLOCKED_REPLY))
                 return TurnOutcome(None, channel is not None, blocked=True)
-            user_content = [*images, {"type": "text", "text": verdict.text}]
+            user_content = [*images, text_block(verdict.text)]
         if self.media is None:
             return await self.run_content(key, turn, chat, user_content, channel=channel, mode=mode)
         last = items[-1]
@@ -259,13 +259,10 @@ class TurnRunner:
                 {
                     "role": "user",
                     "content": [
-                        {
-                            "type": "text",
-                            "text": "[Summary of our earlier conversation]\n" + session.summary,
-                        }
+                        text_block("[Summary of our earlier conversation]\n" + session.summary)
                     ],
                 },
-                {"role": "assistant", "content": [{"type": "text", "text": SUMMARY_ACK}]},
+                {"role": "assistant", "content": [text_block(SUMMARY_ACK)]},
                 *stored,
             ]
         return prepare_history(
@@ -357,14 +354,7 @@ def _user_text(key: SessionKey, items: list[Pending]) -> tuple[str, list[Block]]
         inbound = item.inbound
         for image in inbound.images:
             images.append(
-                {
-                    "type": "image",
-                    "source": {
-                        "type": "base64",
-                        "media_type": image.media_type,
-                        "data": base64.b64encode(image.data).decode("ascii"),
-                    },
-                }
+                image_block(image.media_type, base64.b64encode(image.data).decode("ascii"))
             )
         text = inbound.text
         if item.system:

@@ -1,7 +1,8 @@
 """Splitting a Markdown reply into chunks that fit a platform's message limit.
 
-Owns `split_markdown` (public contract, DESIGN section 10) and the code-fence grammar that
-`channels.formatting` reuses. Pure functions over strings: no I/O, no platform knowledge.
+Owns `split_markdown` (public contract, DESIGN section 10). Where code fences are is read by
+`markup.fences`, the reader the sanitizer and the renderers use too, so a chunk's code is the
+code they see. Pure functions over strings: no I/O, no platform knowledge.
 
 What a split guarantees, for any text and any `limit >= 1`:
 
@@ -45,9 +46,10 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from channels.fences import Fence, FenceIndex, FenceSpan, parse_fence
+from channels.fences import FenceIndex, FenceSpan
+from markup.fences import Fence, parse_fence
 
-__all__ = ["Fence", "MarkdownChunk", "parse_fence", "split_markdown", "split_markdown_chunks"]
+__all__ = ["MarkdownChunk", "split_markdown", "split_markdown_chunks"]
 
 _NON_SPACE = re.compile(r"\S")
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n")

@@ -1,10 +1,11 @@
-"""Code fences in Markdown: what opens and closes one, and an index of a text's fences.
+"""An index of one text's code fences, and the questions the chunker asks about its pieces.
 
-Owns `Fence` / `parse_fence` (CommonMark rules at any indentation, shared with the block
-reader in `channels.markdown`) and `FenceIndex`, the questions `channels.chunking` asks about
-one text while it cuts it: which line an offset is on, which fence is open there, and whether
-a piece of a line would read as a fence opener or closer if shown on a line of its own. Every
-question is amortised O(1) (regex scans up front, memos after), so splitting stays linear.
+Owns `FenceIndex`, what `channels.chunking` asks about one text while it cuts it: which line
+an offset is on, which fence is open there, and whether a piece of a line would read as a
+fence opener or closer if shown on a line of its own. Where fences are is read by
+`markup.fences` (the one fence reader, shared with the sanitizer and the renderers), and the
+piece questions follow its rule. Every question is amortised O(1) (regex scans up front,
+memos after), so splitting stays linear.
 """
 
 from __future__ import annotations
@@ -13,54 +14,13 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-__all__ = ["Fence", "FenceIndex", "FenceSpan", "Line", "parse_fence"]
+from markup.fences import CLOSER_START, OPENER_START, Fence, fenced_blocks
 
-_FENCE_OPEN = re.compile(r"(?P<indent>[ \t]*)(?P<marker>`{3,}|~{3,})(?P<info>[^\n]*)")
+__all__ = ["FenceIndex", "FenceSpan", "Line"]
+
 _NON_SPACE = re.compile(r"\S")
 _BACKTICK = re.compile(r"`")
 _NEWLINE = re.compile(r"\n")
-_FENCE_CANDIDATE = re.compile(r"(?m)^(?P<indent>[^\S\n]*)(?P<marker>`{3,}|~{3,})(?P<info>[^\n]*)")
-_INDENT_MARKER = re.compile(r"[ \t]*(`{3,}|~{3,})")
-
-
-@dataclass(frozen=True, slots=True)
-class Fence:
-    """An opening code fence line: `` ```python `` or `~~~~`, possibly indented."""
-
-    indent: str
-    char: str
-    length: int
-    info: str
-
-    @property
-    def language(self) -> str:
-        """The first word of the info string (`"python"` for `` ```python title="x" ``)."""
-        return self.info.split()[0] if self.info.split() else ""
-
-    @property
-    def marker(self) -> str:
-        return self.char * self.length
-
-    def closes(self, line: str) -> bool:
-        """True when `line` closes this fence: only this character, at least as many."""
-        stripped = line.strip()
-        return len(stripped) >= self.length and stripped == self.char * len(stripped)
-
-
-def parse_fence(line: str) -> Fence | None:
-    """The fence `line` opens (CommonMark rules, any indentation), or None.
-
-    A backtick fence's info string may not contain a backtick, so inline code such as
-    ```` ```a``` ```` at the start of a line is not a fence.
-    """
-    match = _FENCE_OPEN.fullmatch(line.rstrip("\r"))
-    if match is None:
-        return None
-    marker = match["marker"]
-    info = match["info"]
-    if marker[0] == "`" and "`" in info:
-        return None
-    return Fence(match["indent"], marker[0], len(marker), info.strip())
 
 
 @dataclass(slots=True)
@@ -100,7 +60,7 @@ class FenceIndex:
         # a piece starting at an offset begins (indent + fence marker).
         self._stripped: dict[int, int] = {}
         self._next_non_space: dict[int, int] = {}
-        self._marker_at: dict[int, tuple[int, int] | None] = {}
+        self._marker_at: dict[tuple[int, bool], tuple[int, int] | None] = {}
         self._failed: set[tuple[int, bool]] = set()
         self._rendered_checks = 0  # last-resort cuts checked as rendered, this chunk
         self._last_strict = True  # how the previous chunk's cut was chosen
@@ -108,49 +68,35 @@ class FenceIndex:
         self._skip_to = 0  # hard cuts above this offset can't fit once closed
 
     def _index_fences(self) -> None:
-        """Line starts, and every fence with the lines it opens and closes on.
-
-        Only lines that start like a fence are looked at in Python, so indexing is a couple
-        of regex scans however many lines the text has.
-        """
+        """Line starts, and every fence (`markup.fences.fenced_blocks`) with the lines it
+        opens and closes on, and the lines that reopen and close it at a cut."""
         text = self.text
         self.starts = [0, *(m.end() for m in _NEWLINE.finditer(text))]
         self.spans: list[FenceSpan] = []
         self.span_lines: list[tuple[int, int]] = []  # (opening line, closing line or -1)
         room = self.limit // 2  # fence lines repeated at a cut take at most half a chunk
-        current: FenceSpan | None = None
-        opened = line = counted = 0  # `line` is the line number of offset `counted`
-        for match in _FENCE_CANDIDATE.finditer(text):
-            marker, info = match["marker"], match["info"]
-            if current is None:
-                if match["indent"].strip(" \t") or (marker[0] == "`" and "`" in info):
-                    continue
-                indent = match["indent"]
-                current = FenceSpan(
-                    Fence(indent, marker[0], len(marker), info.strip()), match.start(), match.end()
+        line = counted = 0  # `line` is the line number of offset `counted`
+        for block in fenced_blocks(text):
+            fence = block.fence
+            current = FenceSpan(fence, block.start, block.open_end)
+            reopen = text[block.start : block.open_end].rstrip()
+            if len(reopen) + len(fence.indent) + fence.length + 2 <= room:
+                current.reopen, current.close = reopen, fence.indent + fence.marker
+            elif 2 * fence.length + 2 <= room:
+                current.reopen = current.close = fence.marker
+            line += text.count("\n", counted, block.start)
+            opened, counted = line, block.start
+            closing = len(self.starts)
+            if block.close_start is not None:
+                current.close_start = block.close_start
+                current.close_end = block.close_start + len(
+                    text[block.close_start : block.end].rstrip()
                 )
-                reopen = match.group(0).rstrip()
-                if len(reopen) + len(indent) + len(marker) + 2 <= room:
-                    current.reopen, current.close = reopen, indent + marker
-                elif 2 * len(marker) + 2 <= room:
-                    current.reopen = current.close = marker
-                line += text.count("\n", counted, match.start())
-                opened, counted = line, match.start()
-            elif (
-                marker[0] == current.fence.char
-                and len(marker) >= current.fence.length
-                and not info.strip()
-            ):
-                current.close_start = match.start()
-                current.close_end = match.end() - (len(info) - len(info.rstrip()))
-                line += text.count("\n", counted, match.start())
-                counted = match.start()
-                self.spans.append(current)
-                self.span_lines.append((opened, line))
-                current = None
-        if current is not None:
+                line += text.count("\n", counted, block.close_start)
+                counted = block.close_start
+                closing = line
             self.spans.append(current)
-            self.span_lines.append((opened, len(self.starts)))
+            self.span_lines.append((opened, closing))
         self.span_openers = [opening for opening, _ in self.span_lines]
 
     def _line_at(self, offset: int) -> Line:
@@ -201,12 +147,14 @@ class FenceIndex:
             self._stripped[offset] = end
         return max(end, floor)
 
-    def _marker(self, start: int) -> tuple[int, int] | None:
-        """Where the fence marker run starts and ends when `start` begins indent + marker."""
-        if start not in self._marker_at:
-            match = _INDENT_MARKER.match(self.text, start)
-            self._marker_at[start] = (match.start(1), match.end(1)) if match else None
-        return self._marker_at[start]
+    def _marker(self, start: int, *, closing: bool = False) -> tuple[int, int] | None:
+        """Where the fence marker run starts and ends when `start` begins indent + marker
+        (the indentation an opening or a closing fence may have, `markup.fences`)."""
+        key = (start, closing)
+        if key not in self._marker_at:
+            match = (CLOSER_START if closing else OPENER_START).match(self.text, start)
+            self._marker_at[key] = (match.start(1), match.end(1)) if match else None
+        return self._marker_at[key]
 
     def _opens_fence(self, start: int, end: int) -> bool:
         """True when the piece `text[start:end]` (within one line) reads as a fence opener."""
@@ -228,7 +176,7 @@ class FenceIndex:
         one) or close the fence it stands in."""
         if inside is None:
             return self._opens_fence(start, end)
-        marker = self._marker(start)
+        marker = self._marker(start, closing=True)
         if marker is None or self.text[marker[0]] != inside.fence.char:
             return False
         marker_start, marker_end = marker

@@ -2,7 +2,9 @@
 
 Owns the block reader (paragraphs, headings, code, quotes, lists, tables, rules); the inline
 parser (emphasis, code spans, links) is `channels.markdown_inline`, re-exported here so
-renderers import everything from this module. Pure; renders nothing.
+renderers import everything from this module. Code fences are read by `markup.fences` (the
+reader the chunker and the sanitizer use too), here applied to the top level and to each
+block quote's content; lines end at "\n" only. Pure; renders nothing.
 
 What is understood: paragraphs, `**bold**`/`__bold__`, `*italic*`/`_italic_`, `~~strike~~`,
 `` `code` `` (any number of backticks), fenced code blocks with a language, `[text](url)`,
@@ -18,7 +20,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from channels.chunking import parse_fence
 from channels.markdown_inline import (
     SAFE_LINK,
     Code,
@@ -31,6 +32,7 @@ from channels.markdown_inline import (
     parse_inline,
     plain_text,
 )
+from markup.fences import parse_fence
 
 __all__ = [
     "RULE_TEXT",
@@ -122,7 +124,7 @@ Block = Paragraph | Heading | CodeBlock | Quote | Item | Table | Rule | Blank
 
 def parse_blocks(md: str, depth: int = 0) -> list[Block]:
     """The blocks of `md`, blank runs collapsed to one `Blank` and none at the end."""
-    lines = md.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = md.replace("\r\n", "\n").split("\n")
     blocks: list[Block] = []
     index = 0
     while index < len(lines):
@@ -158,7 +160,7 @@ def parse_blocks(md: str, depth: int = 0) -> list[Block]:
             continue
         if _starts_table(lines, index):
             table: list[str] = []
-            while index < len(lines) and "|" in lines[index] and lines[index].strip():
+            while index < len(lines) and _table_row(lines[index]):
                 table.append(lines[index].rstrip())
                 index += 1
             blocks.append(Table("\n".join(table)))
@@ -209,6 +211,11 @@ def _interrupts(lines: list[str], index: int, depth: int) -> bool:
         or _starts_table(lines, index)
         or _single_line_block(line) is not None
     )
+
+
+def _table_row(line: str) -> bool:
+    """True for a line that continues a table: a blank line or a fence ends it."""
+    return "|" in line and bool(line.strip()) and parse_fence(line) is None
 
 
 def _starts_table(lines: list[str], index: int) -> bool:

@@ -2,8 +2,11 @@
 
 Adding a platform is one subpackage (`channels/<key>/` with its options model, adapter and
 `plugin.PLUGIN`) and one line in `BUILTIN` below; tests and extensions call `register`.
-Registry order matters: the owner (heartbeat, cron `owner`, the `message` tool) is looked for
-in the running channels in this order.
+`BUILTIN` names modules, imported one by one when this module loads: a platform subpackage
+that is not there (removed from an install) is skipped with a debug line and the others work
+as before; any other import error is a bug and raises. Registry order matters: the owner
+(heartbeat, cron `owner`, the `message` tool) is looked for in the running channels in this
+order.
 
 The config loader validates `channels:` with `validate_channels`, a model composed from the
 registered plug-ins' options models, so a bad option of any platform fails when the config
@@ -13,30 +16,52 @@ library only then.
 
 from __future__ import annotations
 
+import importlib
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from channels import console
 from channels.base import Channel
-from channels.discord import plugin as discord_plugin
 from channels.options import ChannelOptions, secret_values
 from channels.plugin import Capabilities, ChannelContext, ChannelPlugin
-from channels.signal import plugin as signal_plugin
-from channels.slack import plugin as slack_plugin
-from channels.telegram import plugin as telegram_plugin
 
-BUILTIN: tuple[ChannelPlugin, ...] = (
-    telegram_plugin.PLUGIN,
-    slack_plugin.PLUGIN,
-    signal_plugin.PLUGIN,
-    discord_plugin.PLUGIN,
-    console.PLUGIN,
+log = logging.getLogger(__name__)
+
+# The built-in plug-ins, in registry order: modules whose `PLUGIN` is a `ChannelPlugin`.
+BUILTIN: tuple[str, ...] = (
+    "channels.telegram.plugin",
+    "channels.slack.plugin",
+    "channels.signal.plugin",
+    "channels.discord.plugin",
+    "channels.console",
 )
 
-_plugins: dict[str, ChannelPlugin] = {p.key: p for p in BUILTIN}
+
+def load_plugins(module_names: Iterable[str]) -> tuple[ChannelPlugin, ...]:
+    """The plug-ins of the modules that are installed, in the given order."""
+    found: list[ChannelPlugin] = []
+    for name in module_names:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            # Only the plug-in's own module or package missing means "not installed"; a
+            # module missing further down is a broken plug-in and must say so.
+            if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
+                raise
+            log.debug("channel plug-in %s is not installed; skipped", name)
+            continue
+        plugin = getattr(module, "PLUGIN", None)
+        if not isinstance(plugin, ChannelPlugin):
+            raise TypeError(f"{name}.PLUGIN must be a ChannelPlugin, got {type(plugin).__name__}")
+        found.append(plugin)
+    return tuple(found)
+
+
+_builtin: tuple[ChannelPlugin, ...] = load_plugins(BUILTIN)
+_plugins: dict[str, ChannelPlugin] = {p.key: p for p in _builtin}
 _KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -50,9 +75,14 @@ def register(plugin: ChannelPlugin) -> None:
 def unregister(key: str) -> None:
     """Forget a plug-in added by `register` (the built-in ones come back if replaced)."""
     _plugins.pop(key, None)
-    for plugin in BUILTIN:
+    for plugin in _builtin:
         if plugin.key == key:
             _plugins[key] = plugin
+
+
+def builtin() -> tuple[ChannelPlugin, ...]:
+    """The built-in plug-ins that are installed, in registry order."""
+    return _builtin
 
 
 def plugins() -> tuple[ChannelPlugin, ...]:

@@ -21,7 +21,7 @@ from agents.tools.cron import CronRequest
 from bot.daemon import Daemon
 from bot.delivery import MAX_REPLY_CHARS, Preview, clean_reply, cut_long_reply, preview_text
 from bot.routing import encode_chat
-from channels.formatting import render_telegram_html
+from channels.telegram.render import render_telegram_html
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.chat import MemoryChannel
 from tests.fakes.slack import FakeSlack

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.operator.cli import main
 from bot.daemon import Daemon
+from bot.operator.cli import main
 from bot.operator.doctor import run_checks
 from channels.chunking import parse_fence
 from tests.fakes import discord_payloads as p

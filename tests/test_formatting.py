@@ -14,13 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from channels.chunking import split_markdown
-from channels.formatting import (
-    render_plain,
-    render_signal_text,
-    render_slack_mrkdwn,
-    render_telegram_html,
-    utf16_len,
-)
+from channels.formatting import render_plain, utf16_len
+from channels.signal.render import render_signal_text
+from channels.slack.render import render_slack_mrkdwn
+from channels.telegram.render import render_telegram_html
 
 # -- checkers --
 

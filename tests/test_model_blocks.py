@@ -3,29 +3,34 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agents.model import Block, dumps_content, loads_content, text_of, tool_result_text
+from agents.model import (
+    Block,
+    dumps_content,
+    image_block,
+    loads_content,
+    text_block,
+    text_of,
+    tool_result_block,
+    tool_result_text,
+    tool_use_block,
+)
+
+REPO = Path(__file__).resolve().parent.parent
 
 texts = st.text(max_size=50)
 blocks = st.one_of(
-    st.builds(lambda t: {"type": "text", "text": t}, texts),
-    st.builds(
-        lambda i, n, a: {"type": "tool_use", "id": i, "name": n, "input": {"a": a}},
-        texts,
-        texts,
-        texts,
-    ),
-    st.builds(
-        lambda i, c, e: {"type": "tool_result", "tool_use_id": i, "content": c, "is_error": e},
-        texts,
-        texts,
-        st.booleans(),
-    ),
+    st.builds(text_block, texts, cached=st.booleans()),
+    st.builds(lambda i, n, a: tool_use_block(i, n, {"a": a}), texts, texts, texts),
+    st.builds(tool_result_block, texts, texts, st.booleans()),
+    st.builds(image_block, st.sampled_from(["image/png", "image/jpeg"]), texts),
 )
 
 
@@ -65,3 +70,51 @@ def test_readers() -> None:
     assert tool_result_text(result) == "x\n[image]"  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="not a list"):
         loads_content("{}")
+
+
+def test_the_constructors_build_the_messages_api_shapes() -> None:
+    assert text_block("hi") == {"type": "text", "text": "hi"}
+    assert text_block("stable", cached=True) == {
+        "type": "text",
+        "text": "stable",
+        "cache_control": {"type": "ephemeral"},
+    }
+    assert image_block("image/png", "iVBORw0K") == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"},
+    }
+    assert tool_use_block("toolu_1", "read_file", {"path": "a.txt"}) == {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "read_file",
+        "input": {"path": "a.txt"},
+    }
+    assert tool_result_block("toolu_1", "boom", is_error=True) == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_1",
+        "content": "boom",
+        "is_error": True,
+    }
+    assert "is_error" not in tool_result_block("toolu_1", "fine")
+
+
+# A block literal: `{"type": "text"` and the like, where a constructor should be called.
+_BLOCK_LITERAL = re.compile(
+    r"""\{\s*["']type["']\s*:\s*["'](text|image|tool_use|tool_result)["']"""
+)
+# Chat Completions message parts look like text blocks but are that API's wire format.
+_WIRE_FORMATS = {"agents/model.py", "agents/providers/openai_wire.py"}
+
+
+def test_blocks_are_built_only_by_the_constructors_in_agents_model() -> None:
+    found = []
+    for room in ("agents", "bot", "channels"):
+        for path in sorted((REPO / room).rglob("*.py")):
+            name = str(path.relative_to(REPO))
+            text = path.read_text()
+            if name not in _WIRE_FORMATS:
+                found += [
+                    f"{name}:{text.count(chr(10), 0, m.start()) + 1}"
+                    for m in _BLOCK_LITERAL.finditer(text)
+                ]
+    assert found == []

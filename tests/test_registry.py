@@ -4,6 +4,7 @@ config loads, and a daemon whose start-up fails closing everything it had opened
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import re
 import subprocess
@@ -84,6 +85,32 @@ def test_plugins_come_in_registry_order_and_a_registered_one_follows() -> None:
     finally:
         registry.unregister("zz_extra")
     assert "zz_extra" not in registry.names()
+
+
+def test_the_builtin_plugins_load_in_registry_order_by_module_name() -> None:
+    assert [p.key for p in registry.builtin()] == ["telegram", "slack", "signal", "discord", "console"]
+    assert registry.names()[: len(registry.BUILTIN)] == ("telegram", "slack", "signal", "discord", "console")
+
+
+def test_a_plugin_module_that_is_not_installed_is_skipped_with_a_debug_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger="channels.registry"):
+        loaded = registry.load_plugins(["channels.gone.plugin", "channels.console"])
+    assert [p.key for p in loaded] == ["console"]
+    assert "channels.gone.plugin is not installed; skipped" in caplog.text
+
+
+def test_a_plugin_whose_own_import_fails_is_an_error_not_a_skip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "perch_broken_plugin.py").write_text("import perch_no_such_library\n")
+    (tmp_path / "perch_not_a_plugin.py").write_text("PLUGIN = 'telegram'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModuleNotFoundError, match="perch_no_such_library"):
+        registry.load_plugins(["perch_broken_plugin"])
+    with pytest.raises(TypeError, match=r"perch_not_a_plugin.PLUGIN must be a ChannelPlugin"):
+        registry.load_plugins(["perch_not_a_plugin"])
 
 
 def test_a_bad_option_fails_when_the_config_loads_naming_the_key(tmp_path: Path) -> None:
@@ -232,7 +259,7 @@ async def test_a_second_daemon_on_the_same_store_leaves_the_first_ones_files_alo
 
 def test_the_daemon_names_no_platform() -> None:
     """Everything platform-specific sits behind the registry; `bot/` asks it by key."""
-    keys = [p.key for p in registry.BUILTIN if p.key != "console"]
+    keys = [p.key for p in registry.builtin() if p.key != "console"]
     pattern = re.compile(r"\b(" + "|".join(keys) + r")\b", re.IGNORECASE)
     found = [
         f"{path.relative_to(REPO)}:{number}: {line.strip()}"

@@ -13,7 +13,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from channels.base import Channel, ChatRef, FinalOnlyStream, Image, Inbound, Outbound
-from channels.formatting import render_signal_text
 from channels.signal.adapter import (
     SignalApiError,
     SignalChannel,
@@ -24,6 +23,7 @@ from channels.signal.adapter import (
     strip_bot_mentions,
     to_styled_mode,
 )
+from channels.signal.render import render_signal_text
 from tests.fakes.signal import FakeSignal
 
 pytestmark = pytest.mark.timeout(20)

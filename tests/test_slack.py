@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from channels.base import Channel, ChatRef, FinalOnlyStream, Image, Inbound, Outbound
 from channels.chunking import split_markdown
-from channels.formatting import render_plain, render_slack_mrkdwn
+from channels.formatting import render_plain
 from channels.slack import inbound as slack_inbound
 from channels.slack.adapter import (
     TYPING_STATUS,
@@ -28,6 +28,7 @@ from channels.slack.adapter import (
     SlackOptions,
     normalise_slack_text,
 )
+from channels.slack.render import render_slack_mrkdwn
 from tests.fakes.slack import BOT_USER_ID, TEAM_ID, FakeSlack, event_payload, sign
 from tests.waiting import eventually
 

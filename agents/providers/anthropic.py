@@ -22,6 +22,8 @@ from agents.model import (
     ModelResponse,
     TextCallback,
     Usage,
+    text_block,
+    tool_use_block,
 )
 from agents.pricing import Price, cost_usd
 from agents.providers.anthropic_body import BodyEncoder
@@ -282,17 +284,10 @@ class AnthropicClient:
         for block in message.content:
             if block.type == "text":
                 if block.text:
-                    content.append({"type": "text", "text": block.text})
+                    content.append(text_block(block.text))
             elif block.type == "tool_use":
                 arguments = block.input if isinstance(block.input, dict) else {}
-                content.append(
-                    {
-                        "type": "tool_use",
-                        "id": block.id,
-                        "name": block.name,
-                        "input": dict(arguments),
-                    }
-                )
+                content.append(tool_use_block(block.id, block.name, dict(arguments)))
             elif block.type in ("thinking", "redacted_thinking"):
                 content.append(cast(Block, block.to_dict()))
             else:

@@ -19,7 +19,15 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from agents.model import Block, ModelError, ModelRequest, ModelResponse, TextCallback, Usage
+from agents.model import (
+    Block,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    TextCallback,
+    Usage,
+    text_block,
+)
 from agents.pricing import Price, cost_usd
 from agents.providers.openai_body import ChatBodyEncoder
 from agents.providers.openai_wire import (
@@ -287,7 +295,7 @@ class OpenAIClient:
         content: list[Block] = []
         text = "".join(texts)
         if text:
-            content.append({"type": "text", "text": text})
+            content.append(text_block(text))
         if calls:
             content.extend(calls.blocks(f"call_perch_{next(_call_ids)}_"))
         stop = FINISH_REASONS.get(finish, "end_turn")

@@ -23,8 +23,8 @@ from agents.model import (
     Message,
     TextBlock,
     ToolResultBlock,
-    ToolUseBlock,
     text_block,
+    tool_use_block,
 )
 
 log = logging.getLogger(__name__)
@@ -191,11 +191,6 @@ class ToolCallAccumulator:
                 arguments = {"_invalid_arguments": raw[:2000]}
             if not isinstance(arguments, dict):
                 arguments = {"_invalid_arguments": raw[:2000]}
-            block: ToolUseBlock = {
-                "type": "tool_use",
-                "id": _UNSAFE_ID.sub("_", call["id"])[:64] or f"{id_prefix}{index}",
-                "name": call["name"],
-                "input": arguments,
-            }
-            out.append(block)
+            tool_id = _UNSAFE_ID.sub("_", call["id"])[:64] or f"{id_prefix}{index}"
+            out.append(tool_use_block(tool_id, call["name"], arguments))
         return out

@@ -1,9 +1,9 @@
 """One `ModelClient` over several named providers, with fallbacks that may cross them.
 
-Model names are `<provider>/<model>` (`local/qwen3:8b`); a name whose first segment is no
-configured provider is a model of the default provider (`claude-sonnet-5-5` means
-`anthropic/claude-sonnet-5-5`; `openrouter/anthropic/claude-x` is OpenRouter's model
-`anthropic/claude-x`). When a model gives up with a failure another model may not share
+Model names are `<provider>/<model>` (`local/qwen3:8b`), read by
+`agents.providers.model_names`: a name whose first segment is no configured provider is a
+model of the default provider (`claude-sonnet-5-5` means `anthropic/claude-sonnet-5-5`;
+`openrouter/anthropic/claude-x` is OpenRouter's model `anthropic/claude-x`). When a model gives up with a failure another model may not share
 (429, 5xx, overload, timeout, unreachable, unknown model), the call moves to the next name of
 `fallbacks`; each model is tried once per call. `ModelResponse.model` is the qualified name
 of the model that answered, so the loop can keep using it for the rest of its turn.
@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from agents.model import ModelClient, ModelError, ModelRequest, ModelResponse, TextCallback
+from agents.providers.model_names import DEFAULT_PROVIDER, parse_model_name
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ class ModelRouter:
         self,
         providers: Mapping[str, ModelClient],
         *,
-        default_provider: str = "anthropic",
+        default_provider: str = DEFAULT_PROVIDER,
         fallbacks: Sequence[str] = (),
     ) -> None:
         if not providers:
@@ -39,19 +40,16 @@ class ModelRouter:
 
     def split(self, name: str) -> tuple[str, str]:
         """(provider, model) of a model name."""
-        head, sep, rest = name.partition("/")
-        if sep and head in self.providers and rest:
-            return head, rest
-        return self.default_provider, name
+        parsed = parse_model_name(name, self.providers, self.default_provider)
+        return parsed.provider, parsed.model
 
     def qualify(self, name: str) -> str:
-        provider, model = self.split(name)
-        return f"{provider}/{model}"
+        return parse_model_name(name, self.providers, self.default_provider).qualified
 
     def display(self, name: str) -> str:
         """The name as a user writes it: bare for the default provider."""
-        provider, model = self.split(name)
-        return model if provider == self.default_provider else f"{provider}/{model}"
+        parsed = parse_model_name(name, self.providers, self.default_provider)
+        return parsed.shown(self.default_provider)
 
     def chain(self, name: str) -> list[str]:
         """The models a call for `name` may try, in order, each once."""

@@ -1,8 +1,9 @@
 """The parts of a reply no cleanup step may touch: fenced code blocks and inline code spans.
 
-`split_fences` cuts a reply into prose and fenced-code segments (``` or ~~~, any indentation,
-CommonMark closing rules; an unclosed fence runs to the end). `Masker` swaps each inline code
-span of a prose segment for a placeholder so the steps can't see into it, and puts it back.
+`split_fences` cuts a reply into prose and fenced-code segments where `markup.fences` finds
+them (the reader the chunker and the renderers use too: ``` or ~~~, any indentation, an
+unclosed fence runs to the end). `Masker` swaps each inline code span of a prose segment for a
+placeholder so the steps can't see into it, and puts it back.
 
 Placeholders can never collide with the reply's own text, whatever it contains: the one
 sentinel character (U+E000) is escaped where it already occurs (as U+E000 U+E001), and a
@@ -17,8 +18,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-_FENCE_LINE = re.compile(r"(?m)^[ \t]*(`{3,}|~{3,})([^\n]*)$")
-_FENCE_CLOSE = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t\r]*")
+from markup.fences import fenced_blocks
+
 _BACKTICK_RUN = re.compile(r"`+")
 
 SENTINEL = "\ue000"
@@ -36,31 +37,18 @@ class Segment:
 
 
 def split_fences(text: str) -> list[Segment]:
-    """Prose and fenced-code segments; joining their texts with "\\n" gives `text` back.
-
-    Only lines that start like a fence are looked at in Python; the rest is sliced whole.
-    """
-    if "```" not in text and "~~~" not in text:
+    """Prose and fenced-code segments; joining their texts with "\\n" gives `text` back."""
+    blocks = fenced_blocks(text)
+    if not blocks:
         return [Segment(False, text)]
     segments: list[Segment] = []
-    fence: tuple[str, int] | None = None
-    prose_start = code_start = 0
-    for line in _FENCE_LINE.finditer(text):
-        marker = line.group(1)
-        if fence is None:
-            if marker[0] == "`" and "`" in line.group(2):
-                continue  # inline code at the start of a line, not a fence
-            if line.start() > prose_start:
-                segments.append(Segment(False, text[prose_start : line.start() - 1]))
-            fence, code_start = (marker[0], len(marker)), line.start()
-            continue
-        closed = _FENCE_CLOSE.fullmatch(line.group(0))
-        if closed and closed.group(1)[0] == fence[0] and len(closed.group(1)) >= fence[1]:
-            segments.append(Segment(True, text[code_start : line.end()]))
-            fence, prose_start = None, line.end() + 1
-    if fence is not None:
-        segments.append(Segment(True, text[code_start:]))
-    elif prose_start <= len(text):
+    prose_start = 0
+    for block in blocks:
+        if block.start > prose_start:
+            segments.append(Segment(False, text[prose_start : block.start - 1]))
+        segments.append(Segment(True, text[block.start : block.end]))
+        prose_start = block.end + 1
+    if prose_start <= len(text):
         segments.append(Segment(False, text[prose_start:]))
     return segments
 

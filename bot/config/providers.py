@@ -3,7 +3,7 @@
 `providers.<name>: {kind: anthropic|openai, api_key, base_url, timeout_s, models: [...],
 prices: {model: {input, output}}}`; `kind` defaults to `anthropic`, so today's
 `providers.anthropic` block keeps working. Model names are `<provider>/<model>`, a bare name
-meaning the `anthropic` provider (`agents.providers.router`). `build_router` makes the one
+meaning the `anthropic` provider (`agents.providers.model_names`). `build_router` makes the one
 `ModelClient` of the daemon; `offered_models` is what `/model` lists.
 """
 
@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
 from agents.pricing import Price
+from agents.providers.model_names import DEFAULT_PROVIDER, parse_model_name
 from agents.providers.router import ModelRouter
 
 if TYPE_CHECKING:
     from bot.config.schema import Config
 
-DEFAULT_PROVIDER = "anthropic"
 _BASE_URLS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
 
 
@@ -78,10 +78,8 @@ class ProvidersConfig(RootModel[dict[str, ProviderConfig]]):
 
 def split_model(config: Config, name: str) -> tuple[str, str]:
     """(provider, model) of a model name under this config."""
-    head, sep, rest = name.partition("/")
-    if sep and rest and config.providers.get(head) is not None:
-        return head, rest
-    return DEFAULT_PROVIDER, name
+    parsed = parse_model_name(name, config.providers.root)
+    return parsed.provider, parsed.model
 
 
 def display_model(config: Config, name: str) -> str:

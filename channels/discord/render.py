@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 
+from channels.formatting import render_safely
 from channels.markdown import (
     RULE_TEXT,
     Blank,
@@ -51,11 +52,7 @@ _LINE_MARKUP = re.compile(r"^(#{1,3}[ \t]|>[ \t]|>>>|[-+][ \t])")
 
 def render_discord(md: str) -> str:
     """Markdown as Discord Markdown; never raises (see the module docstring)."""
-    try:
-        return markdown_to_discord(md)
-    except Exception as exc:  # a formatter bug must never lose a reply
-        log.error("discord: rendering failed (%s); sending the text escaped", type(exc).__name__)
-        return escape_discord(md)
+    return render_safely(markdown_to_discord, md, lambda: escape_discord(md))
 
 
 def markdown_to_discord(md: str) -> str:

@@ -14,10 +14,11 @@ from typing import Any
 
 from channels.base import Outbound, OutboundFile, Refused
 from channels.chunking import split_markdown
-from channels.formatting import render_signal_text, utf16_len
+from channels.formatting import utf16_len
 from channels.ordering import ChatLocks
 from channels.retry import RetryPolicy, call_with_retries
 from channels.signal.api import SignalApi, SignalApiError, error_text
+from channels.signal.render import render_signal_text
 from channels.signal.text import parse_message_id, to_styled_mode
 
 log = logging.getLogger("channels.signal")  # the whole Signal adapter logs under one name

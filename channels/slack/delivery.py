@@ -31,9 +31,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.base import ChatRef, Outbound
 from channels.chunking import split_markdown
-from channels.formatting import render_plain, render_slack_mrkdwn
+from channels.formatting import render_plain
 from channels.ordering import ChatLocks
 from channels.slack.options import SlackOptions
+from channels.slack.render import render_slack_mrkdwn
 from channels.slack.text import escape_mrkdwn, slack_error_code
 from channels.typing import keep_typing
 

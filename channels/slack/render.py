@@ -1,11 +1,13 @@
 """Markdown rendered as Slack mrkdwn: markers, `<url|text>` links, escaping, mention tokens.
 
-Owns Slack's escaping (`&`, `<`, `>`) and keeps a code block's backticks from ending it early.
-May raise on a bug: adapters call `channels.formatting.render_slack_mrkdwn`, which falls back.
+Owns `render_slack_mrkdwn`, the entry point the Slack adapter calls (never raises: a bug falls
+back to escaped text through `channels.formatting.render_safely`), Slack's escaping (`&`, `<`,
+`>`), and keeps a code block's backticks from ending it early.
 """
 
 from __future__ import annotations
 
+from channels.formatting import render_safely
 from channels.markdown import (
     RULE_TEXT,
     SAFE_LINK,
@@ -38,6 +40,19 @@ def escape_slack(text: str) -> str:
 
 _BROKEN_FENCE = "``\u200b`"  # keeps a ``` inside code from ending Slack's code block
 _SLACK_MARKERS = {"b": "*", "i": "_", "s": "~"}
+
+
+def render_slack_mrkdwn(md: str) -> str:
+    """Markdown as Slack mrkdwn: `*bold*`, `_italic_`, `~strike~`, `` `code` ``, ``` blocks
+    (no language), `<url|text>` links, headings as bold lines.
+
+    `&`, `<`, `>` become `&amp;`, `&lt;`, `&gt;` everywhere except in the link brackets
+    themselves (inside a link's URL and text they are escaped too, `|` in a URL becomes
+    `%7C`). Slack mention tokens the model copied (`<@U123>`, `<#C123>`, `<!here>`) are kept.
+    For `n` characters of Markdown the result is at most `5 * n` characters (`&` becomes
+    `&amp;`), what users see at most `n`; Slack accepts 40,000 characters per message.
+    """
+    return render_safely(markdown_to_slack_mrkdwn, md, lambda: escape_slack(md))
 
 
 def markdown_to_slack_mrkdwn(md: str) -> str:

@@ -28,7 +28,7 @@ from telegram.error import (
 from telegram.ext import Application
 
 from channels.base import ChatRef
-from channels.formatting import render_plain, render_telegram_html
+from channels.formatting import render_plain
 from channels.ordering import ChatLocks
 from channels.retry import RetryPolicy, call_with_retries
 from channels.telegram.errors import (
@@ -40,6 +40,7 @@ from channels.telegram.errors import (
 from channels.telegram.flood import MAX_FLOOD_WAIT, URGENT, FloodControl
 from channels.telegram.options import TelegramOptions
 from channels.telegram.redaction import LOGGER_NAME, SecretRedactor
+from channels.telegram.render import render_telegram_html
 
 log = logging.getLogger(LOGGER_NAME)
 

@@ -1,14 +1,16 @@
 """Markdown rendered as Telegram Bot API HTML (`parse_mode="HTML"`).
 
-Owns the HTML escaping and the nesting Telegram allows (no nested blockquotes or links, no code
-in links, no `<pre>` in a blockquote). May raise on a bug: adapters call
-`channels.formatting.render_telegram_html`, which falls back to escaped text.
+Owns `render_telegram_html`, the entry point the Telegram adapter calls (never raises: a bug
+falls back to escaped text through `channels.formatting.render_safely`), the HTML escaping and
+the nesting Telegram allows (no nested blockquotes or links, no code in links, no `<pre>` in a
+blockquote).
 """
 
 from __future__ import annotations
 
 import re
 
+from channels.formatting import render_safely
 from channels.markdown import (
     RULE_TEXT,
     SAFE_LINK,
@@ -38,6 +40,19 @@ _LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]{1,32}")
 def escape_html(text: str) -> str:
     """`text` with `&`, `<`, `>` escaped for Telegram HTML."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def render_telegram_html(md: str) -> str:
+    """Markdown as Telegram Bot API HTML (`parse_mode="HTML"`): well-formed for any input.
+
+    Uses `<b> <i> <s> <code> <pre> <a href> <blockquote>`; `&`, `<`, `>` are escaped
+    everywhere else. Code blocks keep their language (`<pre><code class="language-x">`),
+    except inside a blockquote where they become `<code>` (Telegram nests little). Links with
+    schemes other than http(s), mailto and tg are shown as "text (url)". For `n` characters
+    of Markdown, the text Telegram counts (after parsing the entities; tags are not counted)
+    is at most `n` characters, so the adapter splits at 4000 for Telegram's 4096.
+    """
+    return render_safely(markdown_to_telegram_html, md, lambda: escape_html(md))
 
 
 def markdown_to_telegram_html(md: str) -> str:
