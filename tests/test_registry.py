@@ -88,8 +88,20 @@ def test_plugins_come_in_registry_order_and_a_registered_one_follows() -> None:
 
 
 def test_the_builtin_plugins_load_in_registry_order_by_module_name() -> None:
-    assert [p.key for p in registry.builtin()] == ["telegram", "slack", "signal", "discord", "console"]
-    assert registry.names()[: len(registry.BUILTIN)] == ("telegram", "slack", "signal", "discord", "console")
+    assert [p.key for p in registry.builtin()] == [
+        "telegram",
+        "slack",
+        "signal",
+        "discord",
+        "console",
+    ]
+    assert registry.names()[: len(registry.BUILTIN)] == (
+        "telegram",
+        "slack",
+        "signal",
+        "discord",
+        "console",
+    )
 
 
 def test_a_plugin_module_that_is_not_installed_is_skipped_with_a_debug_line(
