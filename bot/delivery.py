@@ -51,6 +51,7 @@ from agents.sanitize import (
     strip_silent_token,
 )
 from channels.base import Channel, ChatRef, Outbound, ReplyStream, ShowsTools
+from markup.fences import fenced_blocks
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,6 @@ MAX_OK_REST = 300  # chars that may accompany HEARTBEAT_OK and still be dropped
 # model that runs on (a looping local model, a server that ignores max_tokens) cannot flood
 # a chat with hundreds of messages.
 MAX_REPLY_CHARS = 100_000
-_FENCE = re.compile(r"^ {0,3}(?:```|~~~)", re.MULTILINE)
 
 # Line markers the sanitizer removes with what follows them; a last line that is still the
 # beginning of one is held until it is complete.
@@ -108,8 +108,9 @@ def cut_long_reply(text: str, limit: int = MAX_REPLY_CHARS) -> str:
             break
     head = head.rstrip()
     left_out = len(text) - len(head)
-    if len(_FENCE.findall(head)) % 2:  # the cut falls inside a code block: close it
-        head += "\n```"
+    blocks = fenced_blocks(head)
+    if blocks and not blocks[-1].closed:  # the cut falls inside a code block: close it
+        head += "\n" + blocks[-1].fence.indent + blocks[-1].fence.marker
     return f"{head}\n\n[Reply cut: {left_out:,} more characters not sent.]"
 
 

@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, Literal, Protocol
 
 from agents.cancel import Cancelled
-from agents.model import text_block
 from agents.prompt import PromptMode
 from bot.access import AccessControl, Verdict
 from bot.cluster.slots import SessionSlots
@@ -181,8 +180,7 @@ class Gateway:
             if pending.inbound.attachments and self.runner.media is not None:
                 self._spawn(self.runner.media.steer(turn, pending))  # voice/files made text first
                 return
-            text = pending.inbound.text
-            turn.steer.put([text_block(f"[New message while you work]: {text}")])
+            turn.steer_with(pending.inbound.text)
             return
         if admission.start:
             self._start(key, lane, [pending])

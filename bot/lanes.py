@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from agents.cancel import CancelToken
 from agents.loop import SteerInbox
+from agents.model import text_block
 from channels.base import ChatRef, Inbound
 
 QueueMode = Literal["collect", "followup", "interrupt", "steer"]
@@ -52,6 +53,10 @@ class Turn:
     # done, so saving and delivering the answer never keep the next turn from its model
     # call. Set by the gateway; calling it twice is harmless.
     release_slot: Callable[[], None] = field(default=lambda: None)
+
+    def steer_with(self, text: str) -> None:
+        """Hand a message that came in while it runs to the turn's next model call."""
+        self.steer.put([text_block(f"[New message while you work]: {text}")])
 
 
 def once(release: Callable[[], None]) -> Callable[[], None]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from bot.daemon import Daemon
 from bot.delivery import MAX_REPLY_CHARS, Preview, clean_reply, cut_long_reply, preview_text
 from bot.routing import encode_chat
 from channels.telegram.render import render_telegram_html
+from markup.fences import fenced_blocks
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.chat import MemoryChannel
 from tests.fakes.slack import FakeSlack
@@ -309,9 +309,13 @@ def test_a_long_reply_is_cut_at_a_break_with_a_note(parts: list[str], limit: int
     head, note = cut.rsplit("\n\n[Reply cut: ", 1)
     assert note.endswith(" more characters not sent.]")
     kept = text[: len(text) - int(note.split(" ")[0].replace(",", ""))]  # what the note counts
-    assert len(kept) <= limit and head in (kept, kept + "\n```")  # sent, perhaps a fence closed
-    fences = [line for line in head.splitlines() if re.match(r" {0,3}(```|~~~)", line)]
-    assert len(fences) % 2 == 0  # no code block left open before the note
+    assert len(kept) <= limit and head.startswith(kept)  # sent as it was, perhaps a fence closed
+    opened = fenced_blocks(kept)
+    if opened and not opened[-1].closed:  # closed with the opener's own marker (``` or ~~~)
+        assert head == kept + "\n" + opened[-1].fence.indent + opened[-1].fence.marker
+    else:
+        assert head == kept
+    assert all(block.closed for block in fenced_blocks(head))  # no code block left open
 
 
 async def test_a_model_that_runs_on_sends_a_bounded_reply_to_telegram(

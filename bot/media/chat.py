@@ -17,7 +17,6 @@ import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
 
-from agents.model import text_block
 from agents.tools.base import Tool, ToolError
 from agents.tools.media import ReactTool, SendFileTool
 from bot.config.errors import ConfigError
@@ -83,8 +82,7 @@ class ChatMedia:
             for notice in notices:
                 await channel.send(Outbound(pending.inbound.chat, notice))
         for item in kept:
-            text = f"[New message while you work]: {item.inbound.text}"
-            turn.steer.put([text_block(text)])
+            turn.steer_with(item.inbound.text)
 
     def begin(self, run_id: str, trigger: Inbound | None) -> None:
         if trigger is not None and trigger.chat.channel:
