@@ -12,6 +12,7 @@ queued work finish, closes the connection on the thread and joins the thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -26,8 +27,18 @@ T = TypeVar("T")
 THREAD_NAME = "perch-sqlite"
 
 Work = Callable[[sqlite3.Connection], T]
-_Job = tuple[Callable[[sqlite3.Connection], Any], Future[Any]]
+_Job = tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any], asyncio.AbstractEventLoop]
 _Queue = SimpleQueue[_Job | Future[None]]  # a bare Future: close() asks the thread to end
+
+
+def _answer(future: asyncio.Future[Any], result: Any) -> None:
+    if not future.done():  # its caller was cancelled meanwhile: the result is dropped
+        future.set_result(result)
+
+
+def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +82,20 @@ def _serve(path: str, jobs: _Queue, ready: Future[None]) -> None:
         return
     ready.set_result(None)
     while not isinstance(job := jobs.get(), Future):
-        work, future = job
-        if not future.set_running_or_notify_cancel():
-            continue  # its caller was cancelled before its turn: skipped
+        work, future, loop = job
+        # Only a read of the future's state; the loop alone changes it. Read just before
+        # the caller is cancelled, the work runs and its answer is dropped.
+        if future.cancelled():  # its caller was cancelled before its turn: skipped
+            continue
         try:
             result = work(conn)
         except BaseException as exc:
-            future.set_exception(exc)
+            answer: Callable[[asyncio.Future[Any], Any], None] = _fail
+            result = exc
         else:
-            future.set_result(result)
+            answer = _answer
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            loop.call_soon_threadsafe(answer, future, result)
     job.set_running_or_notify_cancel()
     try:
         conn.close()
@@ -125,9 +141,10 @@ class SQLiteThread:
         it holds up every other caller while it runs."""
         if self._stopped is not None:
             raise sqlite3.ProgrammingError(f"{self.path}: the database is closed")
-        future: Future[T] = Future()
-        self._jobs.put((work, future))
-        return await asyncio.wrap_future(future)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._jobs.put((work, future, loop))
+        return await future
 
     async def transaction(self, work: Work[T]) -> T:
         """`work(conn)` inside BEGIN IMMEDIATE .. COMMIT (see `in_transaction`), one hand-off."""
