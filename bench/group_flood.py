@@ -16,6 +16,8 @@ in a DM every 50 ms; its latency (update handed out -> answer sent) is reported.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 
 from bench.harness import GROUP_CHAT, telegram_daemon, wait_idle
 from bench.report import Report, parser
@@ -65,11 +67,11 @@ async def flood(
         if not result["dropped_with_notice"]:  # the notice no longer carries the count
             store = daemon.store
             assert isinstance(store, SQLiteStore)
-            rows = await store._db.execute_fetchall(
-                "SELECT count(*) FROM inbox WHERE chat_id = ? AND status = 'dropped'",
-                (str(GROUP_CHAT),),
-            )
-            dropped = next(iter(rows))[0]
+            with contextlib.closing(sqlite3.connect(store.path)) as db:  # a reader of its own
+                dropped = db.execute(
+                    "SELECT count(*) FROM inbox WHERE chat_id = ? AND status = 'dropped'",
+                    (str(GROUP_CHAT),),
+                ).fetchone()[0]
             result["dropped_with_notice"] = dropped
             result["lost"] = n - result["reached_model"] - dropped
     add_flood(report, label, result)

@@ -2,9 +2,9 @@
 
 `where_time_went(profile)` groups the profile's own time (tottime) by package: Perch's
 `agents/`, `bot/`, `channels/`, and each library (python-telegram-bot, httpx, the Anthropic
-SDK, aiosqlite, asyncio, logging, ...), and lists the costliest functions. The loop's waits
-in epoll are idle, not work, and are left out. cProfile sees the event loop's thread only;
-aiosqlite's worker thread is outside it (it shows in the process CPU time instead).
+SDK, asyncio, logging, ...), and lists the costliest functions. The loop's waits in epoll
+are idle, not work, and are left out. cProfile sees the event loop's thread only; the SQLite
+store's database thread is outside it (it shows in the process CPU time instead).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ _GROUPS = [
     ("/h11/", "h11"),
     ("/anyio/", "anyio"),
     ("/pydantic", "pydantic"),
-    ("/aiosqlite/", "aiosqlite"),
     ("/tenacity/", "tenacity"),
     ("/aiohttp/", "aiohttp"),
     ("/asyncio/", "asyncio"),

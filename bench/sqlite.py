@@ -115,7 +115,7 @@ async def main_async(turns: int) -> Report:
         finally:
             await store.close()
         direct = statistics.median(raw_sqlite(path, turns) for _ in range(3))
-        report.add("sqlite3 module directly (no aiosqlite), chat turn", direct, "turns/s")
+        report.add("sqlite3 module directly (no thread hand-off), chat turn", direct, "turns/s")
         size = sum(p.stat().st_size for p in path.parent.iterdir()) / 1e6
         report.note(f"database after the run: {size:.1f} MB, in {tmp} ({fs(Path(tmp))})")
     return report

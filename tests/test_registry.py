@@ -21,6 +21,7 @@ from bot.config.load import load_config
 from bot.config.paths import status_path
 from bot.daemon import AlreadyRunning, Daemon, StartupError
 from bot.operator.cli import main
+from bot.store.sqlite.thread import THREAD_NAME
 from channels import registry
 from channels.plugin import ChannelContext
 from tests.fakes.anthropic import FakeAnthropic
@@ -185,7 +186,7 @@ def test_the_console_stops_the_daemon_at_eof_only_when_alone() -> None:
 
 
 def _database_threads() -> int:
-    return sum("_connection_worker_thread" in t.name for t in threading.enumerate())
+    return sum(t.name == THREAD_NAME for t in threading.enumerate())
 
 
 def _lock_is_free(db_path: Path) -> bool:

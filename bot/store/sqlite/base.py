@@ -1,26 +1,19 @@
 """SQLite schema (`PRAGMA user_version` migrations) and the connection every SQLite part shares.
 
-`SQLiteBase` holds the one aiosqlite connection (WAL mode, autocommit) and `_transaction()`:
-an asyncio lock plus BEGIN IMMEDIATE/COMMIT, so a multi-statement write lands whole and
-concurrent writers never interleave. `_in_transaction(work)` does the same in one hand-off:
-`work` runs all its statements on the database thread (a turn's save was five hand-offs, each
-a thread wake-up; see bench/README.md). `MIGRATIONS[i]` takes the schema from version i to i+1.
+`SQLiteBase` holds the one `SQLiteThread` (WAL mode, autocommit): each store method hands
+the database thread one function, a multi-statement write one `transaction(...)` (BEGIN
+IMMEDIATE .. COMMIT), so a write lands whole and writers never interleave (a turn's save was
+five hand-offs, each a thread wake-up; see bench/README.md). `MIGRATIONS[i]` takes the schema
+from version i to i+1; `prepare(path)` brings a fresh connection up to date.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TypeVar
-
-import aiosqlite
 
 from bot.store.rows import INBOX_LEASE
-
-T = TypeVar("T")
+from bot.store.sqlite.thread import SQLiteThread, in_transaction
 
 MIGRATIONS: list[str] = [
     # 1: the foundation
@@ -170,49 +163,38 @@ MIGRATIONS: list[str] = [
 
 
 class SQLiteBase:
-    """The shared connection; the store's parts (sessions, queues) build on it."""
+    """The shared connection; the store's parts (sessions, queues, claims) build on it."""
 
-    def __init__(self, db: aiosqlite.Connection, path: Path, lease: float = INBOX_LEASE) -> None:
+    def __init__(self, db: SQLiteThread, path: Path, lease: float = INBOX_LEASE) -> None:
         self._db = db
         self.path = path
-        self._lock = asyncio.Lock()
         self.holder = ""  # this daemon's instance id once `hold_instance()` succeeded
         self.lease = lease
         self.shared = False
 
-    @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            await self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                await self._db.execute("ROLLBACK")
-                raise
-            else:
-                await self._db.execute("COMMIT")
-
-    async def _in_transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `work(conn)` inside BEGIN IMMEDIATE/COMMIT on the database thread, as one
-        hand-off (ROLLBACK if it raises). `work` must only run SQL: it blocks that thread."""
-        # aiosqlite has no public call for "run this function on your thread"; `_execute` is
-        # the queue every one of its own calls goes through (stable since 0.12).
-        conn = self._db._conn
-
-        def run() -> T:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return result
-
-        async with self._lock:
-            result: T = await self._db._execute(run)
-            return result
-
 
 def statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def prepare(conn: sqlite3.Connection, path: Path) -> None:
+    """On the database thread: WAL, the connection's settings, and the schema migrated to
+    `len(MIGRATIONS)`, each version in a transaction of its own."""
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=5000")
+    current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if current > len(MIGRATIONS):
+        raise RuntimeError(
+            f"{path}: database schema {current} is newer than this Perch "
+            f"({len(MIGRATIONS)}); upgrade Perch or restore a backup"
+        )
+    for version in range(current, len(MIGRATIONS)):
+
+        def migrate(conn: sqlite3.Connection, version: int = version) -> None:
+            for statement in statements(MIGRATIONS[version]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+
+        in_transaction(conn, migrate)

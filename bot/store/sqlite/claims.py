@@ -12,43 +12,40 @@ from bot.store.sqlite.base import SQLiteBase
 class SQLiteClaims(SQLiteBase):
     async def claim(self, name: str, slot: float = 0.0, now: float | None = None) -> bool:
         now = time.time() if now is None else now
-        async with self._lock:
-            rows = await self._db.execute_fetchall(
-                "INSERT INTO claims (name, slot, holder, lease_until, done, taken_at) "
-                "VALUES (?, ?, ?, ?, 0, ?) ON CONFLICT (name, slot) DO UPDATE SET "
-                "holder = excluded.holder, lease_until = excluded.lease_until, "
-                "taken_at = excluded.taken_at WHERE NOT claims.done AND "
-                "(claims.lease_until < ? OR claims.holder = excluded.holder) RETURNING 1",
-                (name, slot, self.holder, now + self.lease, now, now),
-            )
-        return bool(list(rows))
+        rows = await self._db.fetchall(
+            "INSERT INTO claims (name, slot, holder, lease_until, done, taken_at) "
+            "VALUES (?, ?, ?, ?, 0, ?) ON CONFLICT (name, slot) DO UPDATE SET "
+            "holder = excluded.holder, lease_until = excluded.lease_until, "
+            "taken_at = excluded.taken_at WHERE NOT claims.done AND "
+            "(claims.lease_until < ? OR claims.holder = excluded.holder) RETURNING 1",
+            (name, slot, self.holder, now + self.lease, now, now),
+        )
+        return bool(rows)
 
     async def release(self, name: str, slot: float = 0.0, *, done: bool) -> None:
-        async with self._lock:
-            if done:
-                await self._db.execute(
-                    "UPDATE claims SET done = 1, lease_until = 0 "
-                    "WHERE name = ? AND slot = ? AND holder = ?",
-                    (name, slot, self.holder),
-                )
-            else:
-                await self._db.execute(
-                    "DELETE FROM claims WHERE name = ? AND slot = ? AND holder = ? AND NOT done",
-                    (name, slot, self.holder),
-                )
+        if done:
+            await self._db.execute(
+                "UPDATE claims SET done = 1, lease_until = 0 "
+                "WHERE name = ? AND slot = ? AND holder = ?",
+                (name, slot, self.holder),
+            )
+        else:
+            await self._db.execute(
+                "DELETE FROM claims WHERE name = ? AND slot = ? AND holder = ? AND NOT done",
+                (name, slot, self.holder),
+            )
 
     async def claims_prune(self, older_than: float) -> None:
-        async with self._lock:
-            await self._db.execute("DELETE FROM claims WHERE done AND taken_at < ?", (older_than,))
+        await self._db.execute("DELETE FROM claims WHERE done AND taken_at < ?", (older_than,))
 
     async def claim_done(self, name: str, slot: float = 0.0) -> bool:
-        rows = await self._db.execute_fetchall(
+        row = await self._db.fetchone(
             "SELECT 1 FROM claims WHERE name = ? AND slot = ? AND done", (name, slot)
         )
-        return bool(list(rows))
+        return row is not None
 
     async def claim_holders(self, name: str) -> list[str]:
-        rows = await self._db.execute_fetchall(
+        rows = await self._db.fetchall(
             "SELECT DISTINCT holder FROM claims WHERE name = ? AND NOT done "
             "AND lease_until >= ? AND holder <> ? ORDER BY holder",
             (name, time.time(), self.holder),
@@ -56,22 +53,20 @@ class SQLiteClaims(SQLiteBase):
         return [r[0] for r in rows]
 
     async def stop_publish(self, session_key: str, everything: bool) -> int:
-        async with self._lock:
-            cur = await self._db.execute(
-                "INSERT INTO stops (session_key, everything, origin, at) VALUES (?, ?, ?, ?)",
-                (session_key, int(everything), self.holder, time.time()),
-            )
-        return int(cur.lastrowid or 0)
+        done = await self._db.execute(
+            "INSERT INTO stops (session_key, everything, origin, at) VALUES (?, ?, ?, ?)",
+            (session_key, int(everything), self.holder, time.time()),
+        )
+        return int(done.lastrowid or 0)
 
     async def stops_after(self, after: int | None) -> tuple[int, list[tuple[str, bool]]]:
         if after is None:
-            rows = await self._db.execute_fetchall("SELECT COALESCE(max(id), 0) FROM stops")
-            return int(next(iter(rows))[0]), []
-        found = await self._db.execute_fetchall(
+            newest = await self._db.fetchone("SELECT COALESCE(max(id), 0) FROM stops")
+            return int(newest[0]) if newest else 0, []
+        rows = await self._db.fetchall(
             "SELECT id, session_key, everything, origin FROM stops WHERE id > ? ORDER BY id",
             (after,),
         )
-        rows = list(found)
         last = max((int(r[0]) for r in rows), default=after)
         return last, [(r[1], bool(r[2])) for r in rows if r[3] != self.holder]
 

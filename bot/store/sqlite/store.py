@@ -1,9 +1,10 @@
-"""The SQLite `Store` (aiosqlite): the embedded default backend, one instance per file.
+"""The SQLite `Store`: the embedded default backend, one instance per file.
 
-`await SQLiteStore.open(path)` opens one connection in WAL mode and upgrades the schema with
-the ordered `MIGRATIONS` (`PRAGMA user_version`). The store's parts live next to it:
-sessions and history in `store_sqlite_sessions.py`, inbox, pairing and cron in
-`store_sqlite_queues.py`, schema and the shared connection in `store_sqlite_base.py`.
+`await SQLiteStore.open(path)` opens one connection on a thread of its own (`SQLiteThread`),
+in WAL mode, and upgrades the schema with the ordered `MIGRATIONS` (`PRAGMA user_version`).
+The store's parts live next to it: sessions and history in `sessions.py`, inbox, pairing, cron
+and instances in `queues.py`, claims and stops in `claims.py`, schema and the shared
+connection in `base.py`.
 """
 
 from __future__ import annotations
@@ -15,18 +16,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO
 
-import aiosqlite
-
 from bot.store.rows import BOOL_COLUMNS, COPY_COLUMNS, INBOX_LEASE, AlreadyRunning, CopyRow
-from bot.store.sqlite.base import MIGRATIONS, statements
+from bot.store.sqlite.base import MIGRATIONS, prepare
 from bot.store.sqlite.claims import SQLiteClaims
 from bot.store.sqlite.queues import SQLiteQueues
 from bot.store.sqlite.sessions import SQLiteSessions
-
-
-def _check_openable(path: Path) -> None:
-    """Raise sqlite3's own error if `path` cannot be opened as a database."""
-    sqlite3.connect(path).close()
+from bot.store.sqlite.thread import SQLiteThread
 
 
 class SQLiteStore(SQLiteSessions, SQLiteQueues, SQLiteClaims):
@@ -37,35 +32,30 @@ class SQLiteStore(SQLiteSessions, SQLiteQueues, SQLiteClaims):
 
     @classmethod
     async def open(cls, path: Path | str, *, lease: float = INBOX_LEASE) -> SQLiteStore:
+        """Open and migrate; sqlite3's own error if the file cannot be opened or is not a
+        database (no thread is left running then)."""
         path = Path(path)
         if str(path) != ":memory:":
             path.parent.mkdir(parents=True, exist_ok=True)
-            # Fail here, not inside aiosqlite: a failed aiosqlite connect leaves its worker
-            # thread to report to an event loop that may be closed by then.
-            _check_openable(path)
-        db = await aiosqlite.connect(str(path), isolation_level=None)
+        db = await SQLiteThread.open(str(path))
         try:
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute("PRAGMA synchronous=NORMAL")
-            await db.execute("PRAGMA foreign_keys=ON")
-            await db.execute("PRAGMA busy_timeout=5000")
-            store = cls(db, path, lease)
-            await store._migrate()
+            await db.run(lambda conn: prepare(conn, path))
         except BaseException:
             await db.close()
             raise
-        return store
+        return cls(db, path, lease)
 
     @property
     def location(self) -> str:
         return str(self.path)
 
     async def close(self) -> None:
-        async with self._lock:
+        try:
             await self._db.close()
-        if self._instance_lock is not None:
-            self._instance_lock.close()  # releases the instance lock
-            self._instance_lock = None
+        finally:
+            if self._instance_lock is not None:
+                self._instance_lock.close()  # releases the instance lock
+                self._instance_lock = None
 
     async def hold_instance(self) -> str:
         """An exclusive lock on `<db>.lock`, held until close or until the process dies."""
@@ -81,60 +71,61 @@ class SQLiteStore(SQLiteSessions, SQLiteQueues, SQLiteClaims):
             ) from None
         self._instance_lock = handle
         self.holder = uuid.uuid4().hex[:12]
-        async with self._transaction() as db:  # whoever held the store before is gone
-            await db.execute("UPDATE inbox SET lease_until = 0 WHERE status = 'pending'")
-            await db.execute("DELETE FROM claims WHERE NOT done")
+
+        def forget_the_last_holder(db: sqlite3.Connection) -> None:  # gone, since we hold it
+            db.execute("UPDATE inbox SET lease_until = 0 WHERE status = 'pending'")
+            db.execute("DELETE FROM claims WHERE NOT done")
+
+        await self._db.transaction(forget_the_last_holder)
         return self.holder
 
     async def schema_version(self) -> int:
-        rows = await self._db.execute_fetchall("PRAGMA user_version")
-        return next((int(row[0]) for row in rows), 0)
+        row = await self._db.fetchone("PRAGMA user_version")
+        return 0 if row is None else int(row[0])
 
     async def check_writable(self) -> None:
-        async with self._transaction() as db:
-            await db.execute("UPDATE sessions SET updated_at = updated_at WHERE 0")
+        def touch(db: sqlite3.Connection) -> None:
+            db.execute("UPDATE sessions SET updated_at = updated_at WHERE 0")
 
-    async def _migrate(self) -> None:
-        current = await self.schema_version()
-        if current > len(MIGRATIONS):
-            raise RuntimeError(
-                f"{self.path}: database schema {current} is newer than this Perch "
-                f"({len(MIGRATIONS)}); upgrade Perch or restore a backup"
-            )
-        for version in range(current, len(MIGRATIONS)):
-            async with self._transaction() as db:
-                for statement in statements(MIGRATIONS[version]):
-                    await db.execute(statement)
-                await db.execute(f"PRAGMA user_version = {version + 1}")
+        await self._db.transaction(touch)
 
     # -- copying --------------------------------------------------------------------------
 
     async def is_empty(self) -> bool:
-        for table in COPY_COLUMNS:
-            rows = await self._db.execute_fetchall(f"SELECT 1 FROM {table} LIMIT 1")
-            if list(rows):
-                return False
-        return True
+        def empty(db: sqlite3.Connection) -> bool:
+            return not any(
+                db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() for table in COPY_COLUMNS
+            )
+
+        return await self._db.run(empty)
 
     async def dump(self, table: str, batch: int = 500) -> AsyncIterator[list[CopyRow]]:
-        columns = COPY_COLUMNS[table]
-        flags = [(table, c) in BOOL_COLUMNS for c in columns]
-        async with self._db.execute(
-            f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid"
-        ) as cur:
-            while rows := await cur.fetchmany(batch):
-                yield [
-                    tuple(bool(v) if flag else v for v, flag in zip(r, flags, strict=True))
-                    for r in rows
-                ]
+        """Batches by rowid, each a query of its own: no statement stays open between them."""
+        columns = ", ".join(COPY_COLUMNS[table])
+        flags = [(table, c) in BOOL_COLUMNS for c in COPY_COLUMNS[table]]
+        rows = await self._db.fetchall(
+            f"SELECT rowid, {columns} FROM {table} ORDER BY rowid LIMIT ?", (batch,)
+        )
+        while rows:
+            yield [
+                tuple(bool(v) if flag else v for v, flag in zip(r[1:], flags, strict=True))
+                for r in rows
+            ]
+            if len(rows) < batch:
+                return
+            rows = await self._db.fetchall(
+                f"SELECT rowid, {columns} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (rows[-1][0], batch),
+            )
 
     async def load(self, table: str, rows: list[CopyRow]) -> None:
         columns = COPY_COLUMNS[table]
-        marks = ", ".join("?" for _ in columns)
-        async with self._transaction() as db:
-            await db.executemany(
-                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows
-            )
+        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+        def insert(db: sqlite3.Connection) -> None:
+            db.executemany(sql, rows)
+
+        await self._db.transaction(insert)
 
     async def finish_load(self) -> None:
         """Nothing to do: AUTOINCREMENT continues after the largest id."""
