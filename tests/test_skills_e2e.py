@@ -72,3 +72,16 @@ async def test_skills_are_offered_read_and_reloaded_while_the_daemon_runs(
     assert (
         "- huge (workspace): SKILL.md is 5,000,034 bytes; skills are read up to 262,144" in listing
     )
+
+
+async def test_with_read_skill_denied_no_skills_are_offered(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    agentskills_skill(tmp_path / "workspace" / "skills")
+    chan = MemoryChannel("telegram")
+    overrides = {**OPEN_DMS, "agent.tools.deny": ["read_skill"]}
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, overrides):
+        await chan.say("hello")
+        await chan.wait_sent(1)
+    assert "## Skills" not in system_text(fake.requests[0])
+    assert "read_skill" not in [tool["name"] for tool in fake.requests[0]["tools"]]

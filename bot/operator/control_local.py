@@ -76,8 +76,10 @@ async def _run(config: Config, store: Store, key: SessionKey, text: str) -> Repl
             max_tool_result_chars=config.agent.max_tool_result_chars,
         )
         skills = skill_catalog(config)
-        prompts = PromptBuilder(config.workspace, skills=skills)
-        runner = TurnRunner(config, store, loop, prompts, build_tools(config, skills=skills), {})
+        tools = build_tools(config, skills=skills)
+        listed = skills if "read_skill" in tools else None  # as the daemon does (bot/build.py)
+        prompts = PromptBuilder(config.workspace, skills=listed)
+        runner = TurnRunner(config, store, loop, prompts, tools, {})
         inbound = Inbound(
             chat=ChatRef("", "", "dm", str(key)),
             sender_id="owner",
