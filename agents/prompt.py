@@ -5,11 +5,14 @@ persona files and Perch's standing rules) marked for prompt caching, then a smal
 block (time, chat, runtime facts). `full` mode (IDENTITY, SOUL, USER, AGENTS, TOOLS and
 MEMORY.md) is for chats; `minimal` (AGENTS.md and TOOLS.md only) for sub-agents and cron. File contents are re-read only when a file's
 mtime or size changes; each file is capped at `per_file_cap` and all at `total_cap`, with
-the cut marked so the model knows.
+the cut marked so the model knows. With a `SkillCatalog`, the stable block ends with the skills
+block (agents/skills/listing.py: the available skills, sorted, and the `always` ones' bodies),
+looked at again each build and rebuilt only when the catalog's generation moves.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +21,10 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from agents.model import TextBlock, text_block
+from agents.skills.catalog import SkillCatalog
+from agents.skills.listing import skills_prompt
+
+log = logging.getLogger(__name__)
 
 PromptMode = Literal["full", "minimal"]
 FULL_FILES = ("IDENTITY.md", "SOUL.md", "USER.md", "AGENTS.md", "TOOLS.md", "MEMORY.md")
@@ -70,13 +77,20 @@ class _CachedFile:
 
 class PromptBuilder:
     def __init__(
-        self, workspace: Path, *, per_file_cap: int = 20_000, total_cap: int = 60_000
+        self,
+        workspace: Path,
+        *,
+        per_file_cap: int = 20_000,
+        total_cap: int = 60_000,
+        skills: SkillCatalog | None = None,
     ) -> None:
         self.workspace = workspace
         self.per_file_cap = per_file_cap
         self.total_cap = total_cap
+        self.skills = skills
         self._files: dict[str, _CachedFile | None] = {}
         self._stable: dict[PromptMode, tuple[tuple[object, ...], str]] = {}
+        self._skills_block: tuple[int, str] = (-1, "")
 
     def build(self, mode: PromptMode, runtime: RuntimeInfo) -> list[TextBlock]:
         stable = self._stable_text(mode)
@@ -88,13 +102,30 @@ class PromptBuilder:
     def _stable_text(self, mode: PromptMode) -> str:
         names = FULL_FILES if mode == "full" else MINIMAL_FILES
         contents = [(name, self._read(name)) for name in names]
-        stamp = tuple((name, c.stamp if c else None) for name, c in contents)
+        generation, skills = self._skills_text()
+        stamp = (*((name, c.stamp if c else None) for name, c in contents), generation)
         cached = self._stable.get(mode)
         if cached is not None and cached[0] == stamp:
             return cached[1]
         text = self._assemble(mode, contents)
+        if skills:
+            text = f"{text}\n\n{skills}"
         self._stable[mode] = (stamp, text)
         return text
+
+    def _skills_text(self) -> tuple[int, str]:
+        """(the catalog's generation, its prompt block); never fails a turn."""
+        if self.skills is None:
+            return -1, ""
+        try:
+            found = self.skills.refresh()
+        except Exception:
+            log.exception("skills: the catalog could not be read; no skills this turn")
+            return -2, ""
+        generation = self.skills.generation
+        if self._skills_block[0] != generation:
+            self._skills_block = (generation, skills_prompt(found))
+        return self._skills_block
 
     def _read(self, name: str) -> _CachedFile | None:
         path = self.workspace / name

@@ -2,7 +2,7 @@
 
 `python -m bench.run_all` (what `make bench` runs) runs `bench.overhead`, `bench.throughput`,
 `bench.group_flood`, `bench.memory`, `bench.sqlite`, `bench.text`, `bench.sessions`,
-`bench.history` and `bench.botapi` one after the other,
+`bench.history`, `bench.botapi` and `bench.skills` one after the other,
 collects their figures through `--json`, and ends with a Markdown table of every figure and target, ready
 to paste into bench/README.md. It fails (exit 1) when a benchmark fails, not when a target
 is missed: the table says that.
@@ -32,6 +32,7 @@ BENCHMARKS = [
     "sessions",
     "history",
     "botapi",
+    "skills",
 ]
 TIMEOUT_S = 300
 

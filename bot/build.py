@@ -47,6 +47,7 @@ from bot.subagent_host import ChildSessions, LaneAnnouncer, subagent_limits
 from bot.tools.belt import build_tools
 from bot.tools.mcp import McpHost
 from bot.tools.messages import ChatMessenger
+from bot.tools.skills import skill_catalog
 from bot.turns import TurnRunner
 from bot.upkeep import SessionUpkeep
 from channels.base import Channel
@@ -87,7 +88,7 @@ def build(config: Config, store: Store, channels: Mapping[str, Channel], instanc
         max_tokens=agent.max_tokens,
         max_tool_result_chars=agent.max_tool_result_chars,
     )
-    prompts = PromptBuilder(config.workspace)
+    skills = skill_catalog(config)  # read by the prompt, read_skill and exec alike
     models = ModelChoices(store, config)
     owner = OwnerLine(config, channels)
     budget = Budget(agent.budget, store, owner.tell)
@@ -99,8 +100,10 @@ def build(config: Config, store: Store, channels: Mapping[str, Channel], instanc
     mcp = McpHost(config)
     messenger = ChatMessenger(config, store, channels)
     base_tools = build_tools(
-        config, [MessageTool(messenger), CronTool(cron), *media.tools()], mcp.providers()
+        config, [MessageTool(messenger), CronTool(cron), *media.tools()], mcp.providers(), skills
     )
+    # The skills are listed in the prompt only where read_skill is on the belt (agent.tools).
+    prompts = PromptBuilder(config.workspace, skills=skills if "read_skill" in base_tools else None)
     announcer = LaneAnnouncer()
     subagents = SubagentRunner(
         loop,

@@ -1,5 +1,5 @@
 """Chat commands that never reach the model: /stop, /stopall, /new, /reset, /status, /model,
-/compact, /budget, /help.
+/compact, /budget, /skills, /help.
 
 `parse_command(text)` recognises `/cmd` and `/cmd@botname` (any case) at the start of a
 message. `Commands.handle(name, key, inbound)` acts through the small `SessionControl`
@@ -19,6 +19,7 @@ from bot.config.schema import Config
 from bot.model_choice import ModelChoices
 from bot.sessions import SessionKey
 from bot.store.roles import History, Sessions, UsageLedger
+from bot.tools.skills import chat_listing, skill_catalog
 from channels.base import Inbound
 
 
@@ -26,7 +27,18 @@ class CommandStore(Sessions, History, UsageLedger, Protocol):
     """What chat commands read and change: sessions, their size, today's spend."""
 
 
-COMMANDS = ("stop", "stopall", "new", "reset", "status", "help", "compact", "model", "budget")
+COMMANDS = (
+    "stop",
+    "stopall",
+    "new",
+    "reset",
+    "status",
+    "help",
+    "compact",
+    "model",
+    "budget",
+    "skills",
+)
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@[A-Za-z0-9_]+)?(?:\s|$)")
 
 HELP = """\
@@ -39,6 +51,7 @@ Commands:
 /status - model, usage and what is running
 /model - list models; /model <provider>/<model> switches this chat, /model default resets
 /budget - today's spend against the daily budget (/budget lift: owner only)
+/skills - the skills I can use, and those that are missing something
 /help - this list"""
 
 
@@ -146,6 +159,8 @@ class Commands:
         if name == "model":
             argument = text.strip().partition(" ")[2]
             return await self.models.command(str(key), argument)
+        if name == "skills":  # read from disk as the next turn will see them
+            return chat_listing(skill_catalog(self._config).skills())
         if name == "budget":
             if self.budget is None:
                 return "There is no daily budget (agent.budget.daily_usd is 0)."

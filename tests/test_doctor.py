@@ -56,6 +56,8 @@ async def test_all_checks_pass_against_healthy_services(tmp_path: Path) -> None:
         "workspace",
         "timezone",
         "exec",
+        "skills",
+        "web_search",
     ]
     by_name = {c.name: c for c in checks}
     assert by_name["telegram"].detail == "bot @fakebot is reachable"

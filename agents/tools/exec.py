@@ -6,7 +6,8 @@ its own PID namespace, no network unless allowed, and only the workspace writabl
 Either way: `/bin/sh -c` in its own process group (session), stdin from /dev/null, stdout and
 stderr combined and capped (head and tail kept, the cut marked), a timeout, resource limits, and
 a scrubbed environment (PATH, HOME=workspace, LANG, TZ and allow-listed names, never a name or a
-value that looks like a secret). When the call ends (exit, timeout, `ctx.cancel`, or task
+value that looks like a secret). Under bubblewrap, the folders `mounts()` names (skills outside
+the workspace) are visible read-only where the prompt says they are, asked for at each call. When the call ends (exit, timeout, `ctx.cancel`, or task
 cancellation) the whole process group is killed, so `cmd &` does not outlive the call; under
 bwrap the PID namespace dies with it, so not even a process that calls setsid() escapes.
 """
@@ -19,7 +20,7 @@ import os
 import re
 import signal
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +154,10 @@ class ExecTool:
         allow_env: Iterable[str] = (),
         sandbox: Sandbox | None = None,
         keep_free: int | None = None,
+        mounts: Callable[[], Sequence[tuple[Path, str]]] | None = None,
     ) -> None:
         self.sandbox = sandbox or Sandbox.none()
+        self.mounts = mounts  # read-only (folder, where inside) pairs, looked up per call
         self.keep_free = keep_free  # bytes left free on the disk (None: disk_room's rule)
         self.timeout_s = timeout_s
         self.max_timeout_s = max_timeout_s
@@ -167,6 +170,11 @@ class ExecTool:
             f"{max_output_chars:,} characters is cut in the middle. No stdin; background "
             "processes are killed when the command ends. Secrets are not in its environment."
         )
+        if mounts is not None and self.sandbox.mode == "bwrap":
+            self.description += (
+                " Skill folders from outside the workspace are visible read-only at the "
+                "location the skills list gives (/skills/<name>)."
+            )
         self.input_schema: dict[str, Any] = {
             "type": "object",
             "properties": {
@@ -213,11 +221,12 @@ class ExecTool:
         room = headroom(ctx.workspace, self.keep_free)  # no file may grow past it either
         # bwrap binds the real path; HOME and the working directory name that same path.
         workspace = ctx.workspace.resolve() if self.sandbox.mode == "bwrap" else ctx.workspace
+        binds = self.mounts() if self.mounts is not None and self.sandbox.mode == "bwrap" else ()
         loop = asyncio.get_running_loop()
         spawn = asyncio.ensure_future(
             loop.subprocess_exec(
                 lambda: _ShellProtocol(output),
-                *self.sandbox.argv(workspace, command),
+                *self.sandbox.argv(workspace, command, binds),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

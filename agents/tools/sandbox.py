@@ -7,7 +7,8 @@ private loopback), every capability dropped, the system directories (`/usr`, `/b
 forbids mounting one, the host's read-only: processes outside stay unsignallable and the
 non-dumpable daemon's environment unreadable), the workspace read-write and nothing else
 (`/home`, `/root`, `/var`, `/run`, `/srv`, `/opt` don't exist inside). `hide` paths under the
-read-only ones (the config directory) are covered with an empty tmpfs. `Sandbox.none()` runs
+read-only ones (the config directory) are covered with an empty tmpfs. `ro_binds` (skill
+folders outside the workspace) are bound read-only where the model was told to find them. `Sandbox.none()` runs
 the command directly: only the environment scrub and limits apply. In both modes `Limits`
 (CPU seconds, address space, processes, file size) are set with setrlimit in the child before
 it execs, and inherited by everything the command starts.
@@ -19,7 +20,7 @@ import os
 import resource
 import shutil
 import subprocess
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -92,8 +93,11 @@ class Sandbox:
         proc = "" if self.mount_proc else ", host /proc read-only (own /proc not mountable)"
         return f"bwrap ({self.bwrap}): own PID namespace, {net}, only the workspace writable{proc}"
 
-    def argv(self, workspace: Path, command: str) -> list[str]:
-        """The argument list that runs `/bin/sh -c command` in `workspace` under this sandbox."""
+    def argv(
+        self, workspace: Path, command: str, ro_binds: Sequence[tuple[Path, str]] = ()
+    ) -> list[str]:
+        """The argument list that runs `/bin/sh -c command` in `workspace` under this sandbox,
+        with each (folder, inside) of `ro_binds` visible read-only at `inside` (bwrap only)."""
         shell = ["/bin/sh", "-c", command]
         if self.mode == "none":
             return shell
@@ -112,7 +116,10 @@ class Sandbox:
                 args += ["--tmpfs", str(hidden)]
         args += ["--tmpfs", "/tmp", "--dev", "/dev"]
         args += ["--proc", "/proc"] if self.mount_proc else ["--ro-bind", "/proc", "/proc"]
-        args += ["--bind", ws, ws, "--chdir", ws, "--"]
+        args += ["--bind", ws, ws]
+        for folder, inside in ro_binds:
+            args += ["--ro-bind", str(folder), inside]
+        args += ["--chdir", ws, "--"]
         return args + shell
 
 

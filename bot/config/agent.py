@@ -108,6 +108,34 @@ class WebFetchConfig(StrictModel):
     timeout_s: float = Field(20, gt=0)
 
 
+class WebSearchConfig(StrictModel):
+    """`agent.web_search`: off until `provider` is set (agents/tools/web_search.py)."""
+
+    provider: Literal["brave", "searxng", "tavily"] | None = None
+    api_key: str = ""  # brave and tavily need one; searxng none
+    base_url: str = ""  # empty: the provider's public API (searxng: required)
+    max_results: int = Field(5, ge=1, le=20)  # per search, and the most `count` may ask
+    cache_s: float = Field(600, ge=0)  # a repeated query is answered from memory this long
+    timeout_s: float = Field(15, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        value = value.strip()
+        if value and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(f"must be an http:// or https:// address, got {value!r}")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _searxng_needs_its_address(self) -> WebSearchConfig:
+        if self.provider == "searxng" and not self.base_url:
+            raise ValueError(
+                "base_url: searxng needs the address of your instance "
+                "(e.g. http://127.0.0.1:8888, with json in its search.formats)"
+            )
+        return self
+
+
 class BudgetConfig(BaseModel):
     """`agent.budget` in config.yaml."""
 
@@ -140,6 +168,7 @@ class AgentConfig(StrictModel):
     subagents: SubagentConfig = Field(default_factory=SubagentConfig)
     exec: ExecConfig = Field(default_factory=ExecConfig)
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
+    web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
 
     @field_validator("timezone")

@@ -93,6 +93,13 @@ class HeartbeatConfig(StrictModel):
         return value
 
 
+class SkillsConfig(StrictModel):
+    """`skills`: folders of skill folders besides `<workspace>/skills` and the bundled ones,
+    looked at in this order after the workspace (relative paths: from the config's folder)."""
+
+    paths: list[Path] = Field(default_factory=list)
+
+
 class LoggingConfig(StrictModel):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["text", "json"] = "text"
@@ -109,6 +116,7 @@ class Config(StrictModel):
     channels: ChannelsConfig = Field(default_factory=default_channels)
     mcp: McpConfig = Field(default_factory=McpConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
 
     # Where the file was read from; relative paths in it are resolved against its folder.
     source: Path | None = Field(None, exclude=True)

@@ -1,4 +1,5 @@
-"""The `perch` command: run, init, doctor, status, sessions, pairing, cron, chat, send, mcp.
+"""The `perch` command: run, init, doctor, status, sessions, pairing, cron, chat, send, mcp,
+skills.
 
 The config path is `--config PATH`, else `./config.yaml`, else `$PERCH_CONFIG`. A config
 problem prints one line and exits 78 (EX_CONFIG), which systemd is told not to restart on.
@@ -22,7 +23,7 @@ from bot.config.load import load_config, require_api_key
 from bot.config.mcp import mcp_secrets
 from bot.config.paths import config_path
 from bot.config.schema import Config
-from bot.operator import control_cli, cron_cli, mcp_cli, onboard, store_cli
+from bot.operator import control_cli, cron_cli, mcp_cli, onboard, skills_cli, store_cli
 
 # Each adds its subcommands to the parser: register(subparsers, add).
 COMMANDS = (
@@ -30,6 +31,7 @@ COMMANDS = (
     cron_cli.register,
     onboard.register,
     mcp_cli.register,
+    skills_cli.register,
     store_cli.register,
 )
 
@@ -94,6 +96,7 @@ def _secrets(config: Config) -> list[str]:
         *(provider.api_key for _, provider in config.providers.items()),
         *secrets(config.channels),
         *mcp_secrets(config.mcp),
+        config.agent.web_search.api_key,
     ]
 
 

@@ -26,6 +26,7 @@ from bot.store.open import open_store
 from bot.store.roles import Store
 from bot.store.rows import AlreadyRunning
 from bot.tools.belt import build_tools
+from bot.tools.skills import skill_catalog
 from bot.turns import TurnRunner
 from bot.workspace import seed_workspace
 from channels.base import ChatRef, Inbound
@@ -74,9 +75,11 @@ async def _run(config: Config, store: Store, key: SessionKey, text: str) -> Repl
             max_tokens=config.agent.max_tokens,
             max_tool_result_chars=config.agent.max_tool_result_chars,
         )
-        runner = TurnRunner(
-            config, store, loop, PromptBuilder(config.workspace), build_tools(config), {}
-        )
+        skills = skill_catalog(config)
+        tools = build_tools(config, skills=skills)
+        listed = skills if "read_skill" in tools else None  # as the daemon does (bot/build.py)
+        prompts = PromptBuilder(config.workspace, skills=listed)
+        runner = TurnRunner(config, store, loop, prompts, tools, {})
         inbound = Inbound(
             chat=ChatRef("", "", "dm", str(key)),
             sender_id="owner",

@@ -14,6 +14,7 @@ from bot.cluster.instances import live_instance_lines
 from bot.config.schema import Config
 from bot.operator.mcp_probe import daemon_mcp_lines
 from bot.operator.reply import OpContext, Reply
+from bot.tools.skills import skill_catalog, summary
 
 
 def render_daemon(daemon: dict[str, Any]) -> list[str]:
@@ -51,6 +52,7 @@ async def op_status(ctx: OpContext, args: dict[str, Any]) -> Reply:
     else:  # what the daemon would say: PAUSED, or lifted for today (kept in the store)
         budget = Budget(ctx.config.agent.budget, ctx.store)
         lines.append(budget.status_line(await budget.spent_today()))
+    lines.append(f"  skills: {summary(skill_catalog(ctx.config).skills())}")
     lines += [f"  instance {line}" for line in await live_instance_lines(ctx.store)]
     return Reply(0, "\n".join([*lines, *unresolved_notes(ctx.config)]) + "\n")
 

@@ -1,8 +1,9 @@
 """The main agent's tools, assembled from config: what exists and what the policy allows.
 
-`build_tools(config)` returns the registry for top-level runs: the workspace file tools and
-memory tools always, `web_fetch` unless disabled, `exec` only when enabled, then the
-`agent.tools` allow/deny policy. Daemon services (cron, spawn, message) add their tools
+`build_tools(config)` returns the registry for top-level runs: the workspace file tools,
+memory tools and `read_skill` always, `web_fetch` unless disabled, `web_search` once
+`agent.web_search.provider` is set, `exec` only when enabled (seeing the skills outside the
+workspace read-only at `/skills/<name>`), then the `agent.tools` allow/deny policy. Daemon services (cron, spawn, message) add their tools
 through `extra`; tool sources that change at run time (the MCP servers) through `providers`,
 and the same policy filters their tools.
 """
@@ -12,29 +13,49 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from agents.skills.catalog import SkillCatalog
 from agents.tools.base import Tool, ToolProvider, ToolRegistry
 from agents.tools.exec import ExecTool
 from agents.tools.files import file_tools
 from agents.tools.memory import memory_tools
+from agents.tools.read_skill import ReadSkillTool
 from agents.tools.sandbox import Limits, Sandbox, SandboxUnavailable, select_sandbox
 from agents.tools.web_fetch import WebFetchTool
+from agents.tools.web_search import WebSearchTool
 from bot.config.errors import ConfigError
 from bot.config.schema import Config
+from bot.tools.skills import skill_catalog
 
 log = logging.getLogger(__name__)
 
 
 def build_tools(
-    config: Config, extra: Iterable[Tool] = (), providers: Iterable[ToolProvider] = ()
+    config: Config,
+    extra: Iterable[Tool] = (),
+    providers: Iterable[ToolProvider] = (),
+    skills: SkillCatalog | None = None,
 ) -> ToolRegistry:
     agent = config.agent
-    tools: list[Tool] = [*file_tools(), *memory_tools()]
+    skills = skills if skills is not None else skill_catalog(config)
+    tools: list[Tool] = [*file_tools(), *memory_tools(), ReadSkillTool(skills)]
     if agent.web_fetch.enabled:
         tools.append(
             WebFetchTool(
                 allow_hosts=agent.web_fetch.allow_hosts,
                 max_bytes=agent.web_fetch.max_bytes,
                 timeout=agent.web_fetch.timeout_s,
+            )
+        )
+    search = agent.web_search
+    if search.provider is not None:
+        tools.append(
+            WebSearchTool(
+                search.provider,
+                api_key=search.api_key,
+                base_url=search.base_url,
+                max_results=search.max_results,
+                cache_s=search.cache_s,
+                timeout_s=search.timeout_s,
             )
         )
     if agent.exec.enabled:
@@ -45,6 +66,7 @@ def build_tools(
                 max_output_chars=agent.exec.max_output_chars,
                 allow_env=agent.exec.allow_env,
                 sandbox=exec_sandbox(config),
+                mounts=skills.mounts,
             )
         )
     tools.extend(extra)
