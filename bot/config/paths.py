@@ -11,6 +11,7 @@ file (`status_path`) and, while the console talks on the terminal, the log (`log
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from importlib.resources import files
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def is_checkout(folder: Path) -> bool:
     return (folder / "pyproject.toml").is_file() and (folder / "bot/operator/cli.py").is_file()
 
 
-def user_config_path(environ: dict[str, str] | None = None) -> Path:
+def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
     """`$XDG_CONFIG_HOME/perch/config.yaml`, else `~/.config/perch/config.yaml`."""
     env = os.environ if environ is None else environ
     base = env.get("XDG_CONFIG_HOME") or ""
@@ -34,7 +35,7 @@ def user_config_path(environ: dict[str, str] | None = None) -> Path:
     return root.expanduser() / "perch" / "config.yaml"
 
 
-def config_path(given: str | None, environ: dict[str, str] | None = None) -> Path:
+def config_path(given: str | None, environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if given:
         return Path(given).expanduser()

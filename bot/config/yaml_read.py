@@ -21,7 +21,7 @@ MAX_NODES = 20_000
 config.yaml has about 400)."""
 
 _BOOL_TAG = "tag:yaml.org,2002:bool"
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # type: ignore[assignment]
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class YamlProblem(ValueError):
@@ -107,7 +107,7 @@ def _check(root: Node, loader: yaml.SafeLoader, parsed: ParsedYaml) -> None:
 
 def _key(node: Node, loader: yaml.SafeLoader) -> Any:
     if not isinstance(node, ScalarNode):
-        return f"<{node.id} key>"
+        return f"<{type(node).__name__}>"
     try:
         key = loader.construct_object(node)
     except yaml.YAMLError:
