@@ -119,10 +119,19 @@ def load_config(
         ) from None
     except FileNotFoundError:
         raise ConfigError(
-            f"{path}: no such file; copy the shipped config.yaml there or pass --config PATH"
+            f"{path}: no such file; run perch onboard (or perch init for the template), "
+            "or pass --config PATH"
         ) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
+    return parse_config(text, path, env, lenient=lenient)
+
+
+def parse_config(
+    text: str, path: Path, env: dict[str, str] | None = None, *, lenient: bool = False
+) -> Config:
+    """`load_config` on text already read; `path` names it in errors and anchors its paths."""
+    env = dict(os.environ) if env is None else env
     try:
         parsed = read_yaml(text)
     except RecursionError:
