@@ -186,17 +186,24 @@ class _Flow:
     def model(self, given: dict[str, str], known: dict[str, str]) -> None:
         env, ask = self.answers.env, self.asker
         while True:
-            current = given.get(PROVIDER_KEY) or known.get(PROVIDER_KEY)
-            env[PROVIDER_KEY] = ask.ask(
+            env[PROVIDER_KEY] = given.get(PROVIDER_KEY) or ask.ask(
                 f"Model API key ({PROVIDER_KEY})",
-                current or os.environ.get(PROVIDER_KEY, ""),
+                known.get(PROVIDER_KEY) or os.environ.get(PROVIDER_KEY, ""),
                 secret=True,
                 check=not_empty(f"a model API key ({PROVIDER_KEY} or --api-key)"),
             )
-            env[PROVIDER_URL] = ask.ask(
-                "Model API base URL",
-                given.get(PROVIDER_URL) or known.get(PROVIDER_URL) or "https://api.anthropic.com",
-                check=_url_problem,
+            url = given.get(PROVIDER_URL)
+            env[PROVIDER_URL] = (
+                url
+                if url and not _url_problem(url)
+                else ask.ask(
+                    "Model API base URL",
+                    env.get(PROVIDER_URL)  # the one given before a failed check
+                    or url
+                    or known.get(PROVIDER_URL)
+                    or "https://api.anthropic.com",
+                    check=_url_problem,
+                )
             )
             if not self.verify:
                 return
@@ -209,6 +216,7 @@ class _Flow:
                 return
             self._retry_or_stop("the model check failed")
             given.pop(PROVIDER_KEY, None)
+            known.pop(PROVIDER_KEY, None)
 
     def channel(
         self,
