@@ -48,6 +48,12 @@ async def onboard(cwd: Path, answers: list[str], *args: str) -> tuple[int, str, 
     return proc.returncode, out.decode(), err.decode()
 
 
+def git(folder: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(folder), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
 def read_until(fd: int, marker: bytes, seen: bytearray, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while marker not in seen:
@@ -175,10 +181,9 @@ async def test_gitignore_covers_every_file_onboard_writes_in_a_checkout(tmp_path
     shutil.copy(REPO / "pyproject.toml", checkout)
     shutil.copy(REPO / ".gitignore", checkout)
     (checkout / "bot" / "operator" / "cli.py").write_text("")
-    subprocess.run(["git", "init", "-q", str(checkout)], check=True)
-    subprocess.run(["git", "-C", str(checkout), "add", "-A"], check=True)
-    before = subprocess.run(["git", "-C", str(checkout), "status", "--porcelain", "-uall"],
-                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    await asyncio.to_thread(git, checkout, "init", "-q")
+    await asyncio.to_thread(git, checkout, "add", "-A")
+    before = await asyncio.to_thread(git, checkout, "status", "--porcelain", "-uall")
     flags = ["--yes", "--no-verify", "--api-key", KEY, "--channels", "none"]
     for place in ("env", "credentials", "env"):  # with a re-run: backups too
         code, out, err = await onboard(checkout, [], *flags, "--secrets", place)
@@ -186,6 +191,5 @@ async def test_gitignore_covers_every_file_onboard_writes_in_a_checkout(tmp_path
     written = {p.relative_to(checkout).parts[0] for p in checkout.iterdir()}
     assert {"config.yaml", "perch.env", "credentials", "workspace", "data"} <= written
     assert "config.yaml.bak.2" in written
-    after = subprocess.run(["git", "-C", str(checkout), "status", "--porcelain", "-uall"],
-                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    after = await asyncio.to_thread(git, checkout, "status", "--porcelain", "-uall")
     assert after == before  # everything onboard wrote is ignored
