@@ -179,9 +179,10 @@ class ReplyStream(Protocol):
 
 @runtime_checkable
 class ShowsTools(Protocol):
-    """A `ReplyStream` that can say which tool the agent is running (the console does)."""
+    """A `ReplyStream` that can say which tool the agent is running, and how far it is when
+    the tool reports progress (`fraction` 0..1, None when unknown; the console does)."""
 
-    async def tool(self, name: str) -> None: ...
+    async def tool(self, name: str, fraction: float | None = None) -> None: ...
 
 
 @runtime_checkable

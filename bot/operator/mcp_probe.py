@@ -54,6 +54,9 @@ def status_lines(servers: dict[str, dict[str, Any]], *, with_tools: bool) -> lis
         if state == "up":
             tools = s.get("tools", [])
             lines.append(head + f"up, {len(tools)} tool(s)")
+            if s.get("unknown_tools"):
+                named = ", ".join(s["unknown_tools"])
+                lines.append(f"    warning: tools: {named} names no tool of this server")
             if with_tools:
                 lines.extend(f"    {name}__{tool}" for tool in tools)
         elif state == "down":

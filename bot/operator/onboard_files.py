@@ -30,8 +30,17 @@ _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")  # l
 
 def _yaml() -> YAML:
     from ruamel.yaml import YAML  # only onboard needs it: kept off the other commands' start
+    from ruamel.yaml.resolver import VersionedResolver
+
+    class Yaml11(VersionedResolver):
+        """YAML 1.1 as Perch's loader reads it: `off`, `yes`... are quoted when they are text."""
+
+        @property
+        def processing_version(self) -> tuple[int, int]:
+            return (1, 1)
 
     yaml = YAML()  # round-trip mode
+    yaml.Resolver = Yaml11
     yaml.preserve_quotes = True
     yaml.width = 120
     yaml.representer.add_representer(
