@@ -186,6 +186,16 @@ class ShowsTools(Protocol):
 
 
 @runtime_checkable
+class Terminal(Protocol):
+    """A channel on the daemon's own terminal (the console): it shows the daemon's notices
+    (what a first Ctrl-C waits for) and gives the terminal back before a hard exit."""
+
+    def notice(self, text: str) -> None: ...
+
+    def release(self) -> None: ...
+
+
+@runtime_checkable
 class Channel(Protocol):
     """A platform adapter. `start` connects and returns once receiving is running.
 
