@@ -1,19 +1,25 @@
 # Perch: `make run` sets up and starts the daemon, `make test` sets up and runs every check.
+# `make run` installs only what the daemon needs; the checks add the dev tools (.[dev]).
 PYTHON ?= python3
-VENV   := .venv
+VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DEV    := $(VENV)/.installed-dev
 CONFIG ?= config.yaml
 
 .PHONY: setup run init test lint format typecheck unit bench install-service clean
 
-setup: $(STAMP)
+setup: $(DEV)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e .
 	touch $(STAMP)
+
+$(DEV): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(DEV)
 
 init: $(STAMP)
 	$(BIN)/perch init --config $(CONFIG)
@@ -21,23 +27,23 @@ init: $(STAMP)
 run: init
 	$(BIN)/perch run --config $(CONFIG)
 
-lint: $(STAMP)
+lint: $(DEV)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-format: $(STAMP)
+format: $(DEV)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-typecheck: $(STAMP)
+typecheck: $(DEV)
 	$(BIN)/mypy agents bot channels http11 markup
 
-unit: $(STAMP)
+unit: $(DEV)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test: lint typecheck unit
 
-bench: $(STAMP)
+bench: $(DEV)
 	$(BIN)/python -m bench.run_all
 
 install-service:

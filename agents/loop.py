@@ -5,7 +5,8 @@ concurrently (`MAX_PARALLEL_TOOLS` at once, at most `MAX_TOOL_CALLS`; results ke
 order), feeds the results back, and repeats until the model answers without tools or
 `max_iterations` is reached. It never touches storage or a platform: it returns a
 `RunResult` whose `new_messages` the caller persists in one transaction, and reports
-progress as events (`TextDelta`, `ToolStarted`, `ToolFinished`). Images a tool returns go
+progress as events (`TextDelta`, `ToolStarted`, `ToolProgress`, `ToolFinished`); a tool reports
+its own progress through `ToolContext.progress`. Images a tool returns go
 into its tool_result for this run's model calls; `new_messages` carries notes in their
 place (`agents.tool_images`), so no stored history keeps their base64.
 
@@ -22,7 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from agents.cancel import Cancelled, CancelToken
@@ -87,6 +88,16 @@ class ToolFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolProgress:
+    """A running tool said how far it is (`fraction` 0..1 when it knows the total)."""
+
+    id: str
+    name: str
+    fraction: float | None
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ModelCallFinished:
     """One model call is done; `text` is what it said (streamed deltas restart after this)."""
 
@@ -95,7 +106,7 @@ class ModelCallFinished:
     tool_calls: int
 
 
-Event = TextDelta | ToolStarted | ToolFinished | ModelCallFinished
+Event = TextDelta | ToolStarted | ToolProgress | ToolFinished | ModelCallFinished
 EventSink = Callable[[Event], Awaitable[None]]
 RunStatus = Literal["ok", "cancelled", "error", "max_iterations"]
 
@@ -264,7 +275,12 @@ class AgentLoop:
                 return tool_result_block(call_id, UNFINISHED_CALL, True)
             await send(ToolStarted(call_id, name, args if isinstance(args, dict) else {}))
             started = time.monotonic()
-            outcome = await self._run_tool(name, args, request)
+
+            async def progress(fraction: float | None, message: str = "") -> None:
+                await send(ToolProgress(call_id, name, fraction, message))
+
+            context = replace(request.context, progress=progress)
+            outcome = await self._run_tool(name, args, request, context)
             await send(ToolFinished(call_id, name, outcome.is_error, time.monotonic() - started))
             content = fix_text(self._cap(name, outcome.content)) or "(empty)"
             return tool_result_block(call_id, content, outcome.is_error, outcome.images)
@@ -286,7 +302,9 @@ class AgentLoop:
         note = TOO_MANY_CALLS.format(n=MAX_TOOL_CALLS)
         return results + [tool_result_block(c["id"], note, True) for c in refused]
 
-    async def _run_tool(self, name: str, args: Any, request: RunRequest) -> ToolResult:
+    async def _run_tool(
+        self, name: str, args: Any, request: RunRequest, context: ToolContext
+    ) -> ToolResult:
         tool = request.tools.get(name)
         if tool is None:
             available = ", ".join(request.tools.names) or "none"
@@ -294,7 +312,7 @@ class AgentLoop:
         if not isinstance(args, dict):
             return ToolResult(f"Tool {name!r} needs a JSON object as input.", True)
         try:
-            return await request.cancel.race(tool.run(args, request.context))
+            return await request.cancel.race(tool.run(args, context))
         except Cancelled:
             return ToolResult(CANCELLED_RESULT, True)
         except ToolError as exc:

@@ -44,7 +44,7 @@ from bot.store.rows import AlreadyRunning as StoreAlreadyRunning
 from bot.store.urls import redact_url
 from bot.upkeep import SessionUpkeep
 from bot.workspace import seed_workspace
-from channels.base import Channel
+from channels.base import Channel, Terminal
 from channels.registry import build_channels
 
 log = logging.getLogger(__name__)
@@ -156,11 +156,35 @@ class Daemon:
         self.stopping.set()
 
     def _on_signal(self) -> None:
-        """The first SIGINT/SIGTERM stops cleanly; a second one (Ctrl-C again) exits now."""
+        """The first SIGINT/SIGTERM stops cleanly and says what it waits for; a second one
+        (Ctrl-C again) exits now, the terminal given back first."""
+        terminals = [c for c in self.channels.values() if isinstance(c, Terminal)]
         if self.stopping.is_set():
             log.warning("second interrupt: exiting at once without a clean shutdown")
+            for terminal in terminals:
+                terminal.release()
             os._exit(130)
         self.request_stop()
+        text = self.waiting_for()
+        log.info("%s", text)
+        for terminal in terminals:
+            terminal.notice(text)
+
+    def waiting_for(self) -> str:
+        """What a clean stop waits for, in a sentence (shown on the first Ctrl-C)."""
+        parts = self.parts
+        runs = int(parts.gateway.status().get("active_runs", 0)) if parts else 0
+        servers = len(parts.mcp.status().get("mcp", {})) if parts else 0
+        waits = []
+        if runs:
+            grace = self.config.gateway.shutdown_grace
+            waits.append(f"{runs} running repl{'y' if runs == 1 else 'ies'} (up to {grace:g} s)")
+        if servers:
+            waits.append(f"{servers} MCP server{'' if servers == 1 else 's'} to stop")
+        again = "Press Ctrl-C again to quit at once."
+        if not waits:
+            return f"Stopping Perch (nothing is running). {again}"
+        return f"Stopping Perch: waiting for {' and '.join(waits)}. {again}"
 
     async def run(self) -> None:
         """Start, then serve until SIGINT/SIGTERM (or `request_stop`), then stop."""

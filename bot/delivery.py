@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from agents.loop import Event, ModelCallFinished, TextDelta, ToolStarted
+from agents.loop import Event, ModelCallFinished, TextDelta, ToolProgress, ToolStarted
 from agents.model import Message
 from agents.sanitize import (
     HEARTBEAT_TOKEN,
@@ -293,6 +293,8 @@ class TurnReply:
             log.debug("tool %s started", event.name)
             if isinstance(self.stream, ShowsTools):  # the console names the running tool
                 await self.stream.tool(event.name)
+        elif isinstance(event, ToolProgress) and isinstance(self.stream, ShowsTools):
+            await self.stream.tool(event.name, event.fraction)  # "… running x (40%)"
 
     async def finish(self, text: str) -> bool:
         """Deliver the model's final `text` (cleaned, NO_REPLY honoured); True if sent.

@@ -2,13 +2,15 @@
 
 `seed_workspace(workspace)` copies every template the workspace lacks (never overwriting the
 owner's edits) and creates `memory/`. The templates live in the repository's `bootstrap/`
-folder (or `$PERCH_BOOTSTRAP`).
+folder (or `$PERCH_BOOTSTRAP`); an install from a wheel has them in
+`<prefix>/share/perch/bootstrap`.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 REPO_BOOTSTRAP = Path(__file__).resolve().parent.parent / "bootstrap"
@@ -16,7 +18,11 @@ REPO_BOOTSTRAP = Path(__file__).resolve().parent.parent / "bootstrap"
 
 def bootstrap_dir() -> Path:
     override = os.environ.get("PERCH_BOOTSTRAP")
-    return Path(override) if override else REPO_BOOTSTRAP
+    if override:
+        return Path(override)
+    if REPO_BOOTSTRAP.is_dir():
+        return REPO_BOOTSTRAP
+    return Path(sys.prefix) / "share" / "perch" / "bootstrap"  # installed from a wheel
 
 
 def seed_workspace(workspace: Path, templates: Path | None = None) -> list[str]:

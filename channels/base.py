@@ -179,9 +179,20 @@ class ReplyStream(Protocol):
 
 @runtime_checkable
 class ShowsTools(Protocol):
-    """A `ReplyStream` that can say which tool the agent is running (the console does)."""
+    """A `ReplyStream` that can say which tool the agent is running, and how far it is when
+    the tool reports progress (`fraction` 0..1, None when unknown; the console does)."""
 
-    async def tool(self, name: str) -> None: ...
+    async def tool(self, name: str, fraction: float | None = None) -> None: ...
+
+
+@runtime_checkable
+class Terminal(Protocol):
+    """A channel on the daemon's own terminal (the console): it shows the daemon's notices
+    (what a first Ctrl-C waits for) and gives the terminal back before a hard exit."""
+
+    def notice(self, text: str) -> None: ...
+
+    def release(self) -> None: ...
 
 
 @runtime_checkable

@@ -5,9 +5,7 @@ The last test runs `perch run` with all three platforms and the console side by 
 
 from __future__ import annotations
 
-import asyncio
 import os
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from tests.fakes.signal import FakeSignal
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import TOKEN, FakeTelegram
 from tests.harness import make_config
+from tests.pty_perch import PtyPerch
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -218,30 +217,16 @@ async def test_all_channels_side_by_side_in_one_perch_run(
         }
         path = tmp_path / "config.yaml"
         path.write_text(yaml.safe_dump(config))
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bot.operator.cli",
-            "run",
-            "--config",
-            str(path),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=tmp_path,
-            env={**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-0123456789"},
-        )
+        env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-0123456789"}
+        perch = await PtyPerch.start(path, env)  # the console needs a terminal
         try:
             await sl.wait_connections(1, timeout=20)
             await sg.wait_connected(within=20)
             tg.dm("from telegram", user_id=42)
             await sl.push_event(_slack_message(sl, "from slack", "D100", "UALICE"))
             await sg.dm(ALICE, "from signal")
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(b"from console\n")
-            await proc.stdin.drain()
-            line = await asyncio.wait_for(proc.stdout.readline(), 20)
-            assert line.decode().strip() == "perch> echo: from console"
+            await perch.say("from console")
+            await perch.expect("perch> echo: from console")
             await tg.wait_for("sendMessage", 1, timeout=20)
             await sl.wait_for("chat.postMessage", 1, timeout=20)
             await sg.wait_for(lambda: len(sg.sent) >= 1, within=20)
@@ -249,9 +234,10 @@ async def test_all_channels_side_by_side_in_one_perch_run(
             assert sl.calls_to("chat.postMessage")[0].params["text"] == "echo: from slack"
             assert sg.sent[0]["message"] == "echo: from signal"
         finally:
-            proc.terminate()
-            _, err = await asyncio.wait_for(proc.communicate(), 30)
+            perch.proc.terminate()
+            code, text = await perch.finish()
             await sl.stop()
-        assert proc.returncode == 0, err.decode()[-2000:]
+        assert code == 0, text[-2000:]
+        err = (text + (tmp_path / "data" / "perch.log").read_text()).encode()
         assert "sk-ant-test-0123456789" not in err.decode()
         assert TOKEN not in err.decode()

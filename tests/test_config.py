@@ -19,6 +19,7 @@ from bot.config.load import interpolate, load_config, require_api_key
 from bot.config.schema import HeartbeatTarget
 
 REPO = Path(__file__).resolve().parent.parent
+SHIPPED = REPO / "bot" / "config" / "template.yaml"  # copied to ./config.yaml by perch init
 ENV = {"ANTHROPIC_API_KEY": "sk-ant-test"}
 
 
@@ -29,7 +30,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_shipped_config_loads_with_console_on_and_platforms_off() -> None:
-    config = load_config(REPO / "config.yaml", ENV)
+    config = load_config(SHIPPED, ENV)
     assert config.channels.console.enabled
     assert not config.channels.telegram.enabled
     assert not config.channels.slack.enabled
@@ -40,11 +41,11 @@ def test_shipped_config_loads_with_console_on_and_platforms_off() -> None:
     assert config.heartbeat.every == 1800
     assert config.gateway.recovery_window == 900
     assert config.providers.anthropic.base_url == "https://api.anthropic.com"
-    assert config.workspace == (REPO / "workspace").resolve()
+    assert config.workspace == (SHIPPED.parent / "workspace").resolve()  # beside the file
 
 
 def test_shipped_config_names_every_contract_key() -> None:
-    text = (REPO / "config.yaml").read_text()
+    text = (SHIPPED).read_text()
     for key in (
         "id:",
         "model:",
@@ -91,7 +92,7 @@ def test_missing_variable_names_the_key_and_the_variable() -> None:
 
 def test_missing_api_key_says_how_to_set_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
-        load_config(REPO / "config.yaml", {})
+        load_config(SHIPPED, {})
     message = str(err.value)
     assert "providers.anthropic.api_key" in message
     assert "export ANTHROPIC_API_KEY=" in message
@@ -203,7 +204,7 @@ def test_perch_run_with_broken_config_exits_78_with_one_line(tmp_path: Path) -> 
 def test_perch_run_without_api_key_exits_78(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     proc = subprocess.run(
-        [sys.executable, "-m", "bot.operator.cli", "run", "--config", str(REPO / "config.yaml")],
+        [sys.executable, "-m", "bot.operator.cli", "run", "--config", str(SHIPPED)],
         capture_output=True,
         text=True,
         env=env,

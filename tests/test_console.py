@@ -1,107 +1,139 @@
-"""The console channel: stdin lines in, printed replies out, EOF reported."""
+"""The console channel: keys in, the conversation above a live prompt line out, EOF reported;
+off (with one log line) when stdin is not a terminal."""
 
 from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import os
 from pathlib import Path
 
+import pytest
+
 from channels.base import Inbound, Outbound, ShowsTools
 from channels.console import HINT, PREFIX, THINKING, ConsoleChannel
+from channels.terminal import PROMPT, LineEditor, Screen, fit_end
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.harness import running_daemon
+from tests.terminal_view import TerminalView
 from tests.waiting import eventually
 
 
-async def test_lines_become_owner_dms_and_eof_is_reported() -> None:
+class Out(io.StringIO):
+    """What the console printed, and the screen it makes."""
+
+    def view(self) -> TerminalView:
+        view = TerminalView()
+        view.feed(self.getvalue())
+        return view
+
+
+def console(**kwargs: object) -> tuple[ConsoleChannel, int, Out]:
     read_fd, write_fd = os.pipe()
-    stdin = os.fdopen(read_fd, "r")
-    out = io.StringIO()
+    out = Out()
+    channel = ConsoleChannel("ada", stdin_fd=read_fd, stdout=out, terminal=True, **kwargs)  # type: ignore[arg-type]
+    return channel, write_fd, out
+
+
+async def test_typed_lines_become_owner_dms_and_ctrl_d_is_end_of_input() -> None:
     eof = asyncio.Event()
+    channel, keys, out = console(on_eof=eof.set)
     got: list[Inbound] = []
-    channel = ConsoleChannel("ada", stdin=stdin, stdout=out, on_eof=eof.set)
 
     async def handle(inbound: Inbound) -> None:
         got.append(inbound)
 
     await channel.start(handle)
-    os.write(write_fd, b"hello there\n\n   \nsecond line\n")
-    os.close(write_fd)
+    os.write(keys, b"hello thr\x7fere\r\r   \rsecond line\rdraft\x15\x04")
     await asyncio.wait_for(eof.wait(), 5)
     await channel.stop()
     assert [i.text for i in got] == ["hello there", "second line"]
     assert {i.chat.kind for i in got} == {"dm"} and got[0].chat.chat_id == "ada"
     assert got[0].message_id != got[1].message_id
     assert not channel.status().up
+    rows = out.view().rows()
+    assert rows[0] == HINT.strip() and f"{PROMPT}hello there" in rows
 
 
-async def test_streamed_reply_is_printed_once_and_completed() -> None:
-    out = io.StringIO()
-    channel = ConsoleChannel(stdout=out, stdin=io.StringIO(""))
-    stream = channel.reply_stream(channel.chat)
-    await stream.update("Hel")
-    await stream.update("Hello wor")
-    await stream.finish("Hello world.")
-    await channel.send(Outbound(channel.chat, "second"))
-    assert out.getvalue() == f"{PREFIX}Hello world.\n{PREFIX}second\n"
+async def test_typing_during_a_reply_keeps_the_indicator_line_whole() -> None:
+    channel, keys, out = console()
+    seen: list[str] = []
 
+    async def handle(inbound: Inbound) -> None:
+        seen.append(inbound.text)
 
-async def test_final_text_that_differs_from_the_preview_is_printed_whole() -> None:
-    out = io.StringIO()
-    channel = ConsoleChannel(stdout=out, stdin=io.StringIO(""))
-    stream = channel.reply_stream(channel.chat)
-    await stream.update("<think>hmm</think> Hi")
-    await stream.finish("Hi")
-    assert out.getvalue().endswith(f"\n{PREFIX}Hi\n")
-
-
-async def test_interactive_console_hints_at_start_and_shows_thinking_until_the_reply() -> None:
-    out = io.StringIO()
-    channel = ConsoleChannel(stdout=out, stdin=io.StringIO(""), interactive=True)
-
-    async def ignore(inbound: Inbound) -> None:
-        return None
-
-    await channel.start(ignore)
-    await channel.stop()
-    assert out.getvalue() == HINT and "/help" in HINT and "Ctrl-D" in HINT
+    await channel.start(handle)
     async with channel.typing(channel.chat):
-        assert out.getvalue().endswith(THINKING)
+        assert out.view().last() == f"{THINKING}  {PROMPT}"
+        os.write(keys, b"next question")
+        await eventually(lambda: out.view().last() == f"{THINKING}  {PROMPT}next question")
         stream = channel.reply_stream(channel.chat)
         assert isinstance(stream, ShowsTools)
-        await stream.tool("web_fetch")
-        assert out.getvalue().endswith(f"{THINKING}\r\033[K… running web_fetch")
-        await stream.update("Hi")
-        await stream.finish("Hi there")
-    erase = "\r\033[K"
-    assert out.getvalue() == f"{HINT}{THINKING}{erase}… running web_fetch{erase}{PREFIX}Hi there\n"
-    async with channel.typing(channel.chat):
-        pass  # a silent turn: the indicator is erased, nothing else printed
-    assert out.getvalue().endswith(f"{PREFIX}Hi there\n{THINKING}\r\033[K")
+        await stream.tool("web_fetch", 0.4)
+        assert out.view().last() == f"… running web_fetch (40%)  {PROMPT}next question"
+        await stream.update("First line\nsecond li")
+        assert out.view().rows()[-2:] == ["second li", f"{THINKING}  {PROMPT}next question"]
+        await stream.finish("First line\nsecond line.")
+    view = out.view()
+    assert view.rows()[-3:] == [f"{PREFIX}First line", "second line.", f"{PROMPT}next question"]
+    os.write(keys, b"!\r")
+    await eventually(lambda: seen == ["next question!"])
+    await channel.stop()
 
 
-async def test_console_on_a_pipe_prints_no_hint_or_indicator() -> None:
-    out = io.StringIO()
-    channel = ConsoleChannel(stdout=out, stdin=io.StringIO(""))
-    assert not channel.interactive
-    async with channel.typing(channel.chat):
-        await channel.send(Outbound(channel.chat, "plain"))
-    assert out.getvalue() == f"{PREFIX}plain\n"
+async def test_a_final_text_that_differs_from_the_preview_is_printed_whole() -> None:
+    channel, _, out = console()
+    stream = channel.reply_stream(channel.chat)
+    await stream.update("<think>hmm")
+    await stream.finish("Hi")
+    await channel.send(Outbound(channel.chat, "second"))
+    assert [row for row in out.view().rows() if row] == [f"{PREFIX}Hi", f"{PREFIX}second"]
 
 
-async def test_a_turn_on_the_interactive_console_shows_its_tool_then_the_reply(
-    tmp_path: Path,
+def test_the_live_line_keeps_its_end_within_the_width() -> None:
+    out = Out()
+    screen = Screen(out, lambda: 20)
+    screen.begin()
+    screen.show(draft="a" * 40)
+    assert out.view().last() == "…" + "a" * 18
+    assert fit_end("日本語のテキスト", 9) == "…テキスト"  # wide characters take two columns
+
+
+def test_the_line_editor_drops_escape_sequences_and_edits_words() -> None:
+    editor = LineEditor()
+    assert editor.feed("ab\x1b[Dc\x1bOA d\x17e\r") == ["abc e"]
+    assert editor.feed("x\x04") == [] and editor.draft == "x"
+    assert editor.feed("\x15\x04") == [None]
+
+
+async def test_without_a_terminal_the_console_is_off_with_one_log_line(
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     read_fd, write_fd = os.pipe()
-    out = io.StringIO()
-    console = ConsoleChannel(stdin=os.fdopen(read_fd, "r"), stdout=out, interactive=True)
-    async with FakeAnthropic() as fake, running_daemon(tmp_path, fake, {"console": console}) as d:
+    channel = ConsoleChannel(stdin_fd=read_fd, stdout=Out())
+    assert not channel.on
+
+    async def handle(inbound: Inbound) -> None:
+        raise AssertionError("nothing is read")
+
+    with caplog.at_level(logging.INFO, logger="channels.console"):
+        await channel.start(handle)
+    assert [r.getMessage() for r in caplog.records if "console" in r.getMessage()] == [
+        "console: stdin is not a terminal, so the console channel is off (the daemon runs on; "
+        "set channels.console.enabled: false to say so in the config)"
+    ]
+    assert channel.status().detail == "off: stdin is not a terminal"
+    await channel.stop()
+    os.close(write_fd)
+    os.close(read_fd)
+
+
+async def test_a_turn_on_the_console_shows_its_tool_then_the_reply(tmp_path: Path) -> None:
+    channel, keys, out = console()
+    async with FakeAnthropic() as fake, running_daemon(tmp_path, fake, {"console": channel}):
         fake.queue(Reply.tool_use([("list_dir", {"path": "."})]), Reply.text("Two files."))
-        os.write(write_fd, b"what is there?\n")
-        assert d.gateway is not None
-        await eventually(lambda: out.getvalue().endswith("Two files.\n"), timeout=30)
-        os.close(write_fd)
-    shown = out.getvalue()
-    assert shown.startswith(HINT)
-    assert f"{THINKING}\r\033[K… running list_dir\r\033[K{PREFIX}Two files.\n" in shown
+        os.write(keys, b"what is there?\r")
+        await eventually(lambda: f"{PREFIX}Two files." in out.view().rows(), timeout=30)
+    assert "… running list_dir" in out.getvalue()
+    assert out.view().rows()[:2] == [HINT.strip(), f"{PROMPT}what is there?"]

@@ -10,7 +10,6 @@ import asyncio
 import os
 import signal
 import sqlite3
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 import yaml
 
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
+from tests.pty_perch import PtyPerch
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -38,57 +38,15 @@ def write_config(tmp_path: Path, base_url: str) -> Path:
     return path
 
 
-class Perch:
-    """A `perch run` subprocess with its stdin and stdout wired to the test."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.out: list[str] = []
+class Perch(PtyPerch):
+    """A `perch run` subprocess on a terminal (the console needs one), with the test's key."""
 
     @classmethod
-    async def start(cls, config: Path) -> Perch:
+    async def start(cls, config: Path, env: dict[str, str] | None = None) -> Perch:  # type: ignore[override]
         env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-1234567890"}
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bot.operator.cli",
-            "run",
-            "--config",
-            str(config),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-            cwd=config.parent,
-        )
-        return cls(proc)
-
-    async def say(self, text: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(text.encode() + b"\n")
-        await self.proc.stdin.drain()
-
-    async def expect(self, fragment: str, timeout: float = 20) -> str:
-        assert self.proc.stdout is not None
-
-        async def read() -> str:
-            while True:
-                line = await self.proc.stdout.readline()  # type: ignore[union-attr]
-                if not line:
-                    raise AssertionError(f"perch exited before printing {fragment!r}: {self.out}")
-                text = line.decode()
-                self.out.append(text)
-                if fragment in text:
-                    return text
-
-        return await asyncio.wait_for(read(), timeout)
-
-    async def finish(self, timeout: float = 30) -> tuple[int, str]:
-        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
-            self.proc.stdin.close()
-        _, err = await asyncio.wait_for(self.proc.communicate(), timeout)
-        assert self.proc.returncode is not None
-        return self.proc.returncode, err.decode()
+        started = await PtyPerch.start(config, env)
+        started.__class__ = cls
+        return started  # type: ignore[return-value]
 
 
 @pytest.fixture
@@ -107,7 +65,7 @@ async def test_console_conversation_with_a_tool_call_survives_a_restart(
     )
     perch = await Perch.start(config)
     await perch.say("note: call Alex")
-    assert "Saved your todo." in await perch.expect("perch> ")
+    await perch.expect("perch> Saved your todo.")
     code, err = await perch.finish()  # EOF on the only channel stops the daemon
     assert code == 0, err
     assert (tmp_path / "workspace" / "todo.md").read_text() == "- call Alex"
@@ -164,8 +122,7 @@ async def test_sigkill_mid_run_loses_nothing_and_answers_once(
     assert rows == ["user", "assistant"]
     pending = db.execute("SELECT count(*) FROM inbox WHERE status = 'pending'").fetchone()[0]
     assert pending == 0
-    printed = "".join(perch.out)
-    assert printed.count("echo: remember the milk") == 1
+    assert sum("echo: remember the milk" in row for row in perch.screen()) == 1
 
 
 async def test_a_second_daemon_on_the_same_database_refuses_to_start(

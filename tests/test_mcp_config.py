@@ -127,6 +127,10 @@ def test_results_map_to_text_the_model_can_read() -> None:
     assert many.content.endswith("[image image/png, 5 bytes: not shown (only 4 images per result)]")
     assert result([], {"a": 1}).content == '{\n "a": 1\n}'
     assert result([types.TextContent(type="text", text='{"a": 1}')], {"a": 1}).content == '{"a": 1}'
+    # Structured content is sent once: an image is not repeated as base64 text beside it.
+    with_image = result([image], {"image": "aGVsbG8=", "format": "png"})
+    assert "aGVsbG8=" not in with_image.content and with_image.images == (png,)
+    assert result([text], {"summary": "hello", "rows": [1, 2]}).content == "hello"
     assert result([text], error=True) == ToolResult("hello", is_error=True)
     assert result([], error=True).is_error
     link = types.ResourceLink(type="resource_link", uri="file:///x", name="x")

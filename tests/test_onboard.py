@@ -120,8 +120,7 @@ async def test_stdin_answers_then_a_rerun_edits_and_asks_before_overwriting(
             KEY,  # model key
             fake.base_url,  # model URL
             "telegram",  # platforms
-            TOKEN,  # TELEGRAM_BOT_TOKEN
-            "",  # TELEGRAM_WEBHOOK_SECRET: none
+            TOKEN,  # TELEGRAM_BOT_TOKEN (polling: no webhook secret is asked)
             "",  # owner id: pairing instead
             "",  # secrets in an env file (default)
             "",  # ./perch.env (default)
@@ -137,7 +136,7 @@ async def test_stdin_answers_then_a_rerun_edits_and_asks_before_overwriting(
 
         # Re-run: Enter keeps every earlier answer (read back from perch.env and the config);
         # the owner id is new; "n" to the overwrite question leaves the file alone.
-        rerun = ["", "", "", "", "", "777", "", "", "n"]
+        rerun = ["", "", "", "", "777", "", "", "n"]
         code, out, err = await run_onboard(tmp_path, "\n".join(rerun) + "\n", "--set", base)
         assert code == 1 and "left as it was" in err
         assert config.read_text() == first
@@ -146,7 +145,7 @@ async def test_stdin_answers_then_a_rerun_edits_and_asks_before_overwriting(
         code, out, err = await run_onboard(tmp_path, "\n".join(rerun) + "\n", "--set", base)
         assert code == 0, out + err
     assert yaml.safe_load(config.read_text())["channels"]["telegram"]["allow_from"] == ["777"]
-    assert (tmp_path / "config.yaml.bak").read_text() == first
+    assert (tmp_path / "config.yaml.bak.1").read_text() == first
     assert env_file.read_text().count("TELEGRAM_BOT_TOKEN=") == 1  # edited, not appended
 
 
@@ -178,7 +177,15 @@ async def test_credentials_directory_holds_one_private_file_per_secret(
 def test_bad_flags_say_how_to_write_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["onboard", "--config", str(tmp_path / "c.yaml"), "--yes", "--api-key", "k"]
+    args = [
+        "onboard",
+        "--config",
+        str(tmp_path / "c.yaml"),
+        "--yes",
+        "--no-verify",
+        "--api-key",
+        "k",
+    ]
     assert main([*args, "--channels", "fax"]) == 1
     assert "unknown platform 'fax'" in capsys.readouterr().err
     assert main([*args, "--env", "NOVALUE"]) == 1

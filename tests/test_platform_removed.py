@@ -50,7 +50,7 @@ runpy.run_module("bot.operator.cli", run_name="__main__", alter_sys=True)
 
 
 def copy_without(platform: str, into: Path) -> Path:
-    """The product (its packages, bootstrap/ and config.yaml) copied without one platform."""
+    """The product (its packages and bootstrap/) copied without one platform."""
     packages = [
         p
         for p in REPO.iterdir()
@@ -60,7 +60,6 @@ def copy_without(platform: str, into: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__")
     for source in [*packages, REPO / "bootstrap"]:
         shutil.copytree(source, into / source.name, ignore=ignore)
-    shutil.copy(REPO / "config.yaml", into / "config.yaml")
     shutil.rmtree(into / "channels" / platform)
     (into / "launch.py").write_text(LAUNCHER)
     return into

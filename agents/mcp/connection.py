@@ -6,7 +6,10 @@ then watches the connection: a ping every `ping_s` while no call is running (one
 for 30 s counts as lost), a call that finds the connection closed, or a `tools/list_changed`
 notification (the list is fetched again). When the connection is
 lost the state goes `down` with the reason, and the next attempt follows after 1, 2, 4 ...
-up to 60 s. A stdio server is started in its own process group with only a minimal
+up to 60 s (the first failure is logged as a warning, the retries after it at info level).
+Entries of the `tools:` allow-list that name no tool of the server are warned about when the
+list is first read. A call may pass a progress callback for the server's progress
+notifications. A stdio server is started in its own process group with only a minimal
 environment (PATH, HOME, ... plus its `env`), and is stopped by closing its stdin, then
 SIGTERM, then SIGKILL; if the daemon itself dies, the closed stdin ends it.
 
@@ -24,7 +27,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, Protocol, TextIO
 
 import httpx2
 import mcp_types as types
@@ -62,6 +65,16 @@ def _errlog() -> TextIO:
 _devnull: TextIO | None = None
 
 
+class Progress(Protocol):
+    """What `call` reports a server's progress notifications for the call to."""
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
+
+
+def _allows(pattern: str, name: str) -> bool:
+    return name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1]))
+
+
 class McpCallError(Exception):
     """A call that could not get an answer (server down, timed out, connection lost)."""
 
@@ -88,6 +101,7 @@ class McpConnection:
         self.since = time.time()
         self.attempts = 0
         self.next_retry_at = 0.0
+        self.unknown_tools: list[str] = []  # `tools:` entries that name no tool of the server
         self._session: ClientSession | None = None
         self._in_flight = 0
         self._lost = asyncio.Event()
@@ -121,9 +135,15 @@ class McpConnection:
             if time.monotonic() - began > MAX_BACKOFF_S:
                 backoff = self.spec.first_backoff_s  # it was up for a while: retry soon
             self.next_retry_at = time.time() + backoff
+            first = self.state != "down"
             self._set("down", reason, [])
-            log.warning(
-                "mcp server %s is down (%s); retrying in %.0f s", self.spec.name, reason, backoff
+            # The first failure is a warning; the retries that follow are the log's, not yours.
+            log.log(
+                logging.WARNING if first else logging.INFO,
+                "mcp server %s is down (%s); retrying in %.0f s",
+                self.spec.name,
+                reason,
+                backoff,
             )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), backoff)
@@ -133,7 +153,9 @@ class McpConnection:
     def stop(self) -> None:
         self._stop.set()
 
-    async def call(self, tool: str, args: dict[str, Any]) -> types.CallToolResult:
+    async def call(
+        self, tool: str, args: dict[str, Any], progress: Progress | None = None
+    ) -> types.CallToolResult:
         session = self._session
         if session is None or self.state != "up":
             raise McpCallError(
@@ -144,7 +166,9 @@ class McpConnection:
         timeout = self.spec.timeout_s
         self._in_flight += 1
         try:
-            return await asyncio.wait_for(session.call_tool(tool, args), timeout)
+            return await asyncio.wait_for(
+                session.call_tool(tool, args, progress_callback=progress), timeout
+            )
         except TimeoutError:
             raise McpCallError(
                 f"MCP server {self.spec.name!r} did not answer {tool!r} within {timeout:g} s "
@@ -172,6 +196,7 @@ class McpConnection:
             "since": self.since,
             "attempts": self.attempts,
             "next_retry_at": self.next_retry_at if self.state == "down" else 0.0,
+            "unknown_tools": list(self.unknown_tools),
         }
 
     # -- the connection ----------------------------------------------------------------------
@@ -283,11 +308,19 @@ class McpConnection:
         allow = self.spec.allow
         if allow is None:
             return tools
-        return [
-            t
-            for t in tools
-            if any(t.name == p or (p.endswith("*") and t.name.startswith(p[:-1])) for p in allow)
-        ]
+        unknown = [p for p in allow if not any(_allows(p, t.name) for t in tools)]
+        if unknown != self.unknown_tools:
+            self.unknown_tools = unknown
+            if unknown:
+                log.warning(
+                    "mcp server %s: tools: %s names no tool it offers (it offers %s); check "
+                    "the spelling in mcp.servers.%s.tools",
+                    self.spec.name,
+                    ", ".join(unknown),
+                    ", ".join(t.name for t in tools) or "none",
+                    self.spec.name,
+                )
+        return [t for t in tools if any(_allows(p, t.name) for p in allow)]
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):

@@ -50,8 +50,12 @@ class McpTool:
         self._connection = connection
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            fraction = min(max(progress / total, 0.0), 1.0) if total else None
+            await ctx.report(fraction, message or "")
+
         try:
-            result = await self._connection.call(self.remote_name, args)
+            result = await self._connection.call(self.remote_name, args, progress)
         except McpCallError as exc:
             raise ToolError(str(exc)) from None
         return map_result(result)

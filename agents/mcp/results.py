@@ -1,7 +1,9 @@
 """Turn an MCP `CallToolResult` into the tool result the model reads.
 
-Text blocks are kept as they are; structured content is added as JSON when the text blocks
-do not already carry it; an image block goes to the model as an image beside a one-line
+Text blocks are kept as they are. Structured content reaches the model once: as JSON when the
+result has no content blocks, else not at all, because the content blocks are the same result
+for clients like us (the MCP spec has servers put the serialized JSON in a text block, and an
+image is already attached, never repeated as base64 text). An image block goes to the model as an image beside a one-line
 note of its type and size (PNG, JPEG, GIF or WebP within the limits of `agents.tool_images`;
 any other is only a note saying why, as audio always is); an embedded resource shows its text or a note; a
 resource link shows its URI. `isError` becomes an error result. Truncation of long results
@@ -56,23 +58,9 @@ def map_result(result: types.CallToolResult) -> ToolResult:
         else:
             parts.append(_block_text(block))
     structured = result.structured_content
-    if structured is not None:
-        as_json = json.dumps(structured, ensure_ascii=False, indent=1)
-        texts = [b.text for b in result.content if isinstance(b, types.TextContent)]
-        if not any(_same_json(t, structured) for t in texts):
-            parts.append(as_json)
+    if structured is not None and not result.content:  # else the content already carries it
+        parts.append(json.dumps(structured, ensure_ascii=False, indent=1))
     text = "\n".join(p for p in parts if p)
     if result.is_error and not text:
         text = "the tool reported an error without details"
     return ToolResult(text, is_error=bool(result.is_error), images=tuple(images))
-
-
-def _same_json(text: str, value: Any) -> bool:
-    wrapped = value.get("result") if isinstance(value, dict) and len(value) == 1 else None
-    if text == wrapped:
-        return True
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return False
-    return bool(parsed == value or (wrapped is not None and parsed == wrapped))

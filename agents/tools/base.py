@@ -31,6 +31,13 @@ class ToolResult:
     images: tuple[ImageBlock, ...] = ()
 
 
+class ToolProgressSink(Protocol):
+    """Where a running tool says how far it is: `fraction` from 0 to 1, or None when it
+    cannot tell, and an optional message. The loop turns it into a `ToolProgress` event."""
+
+    async def __call__(self, fraction: float | None, message: str = "") -> None: ...
+
+
 @dataclass(slots=True)
 class ToolContext:
     """Per-run facts a tool may use.
@@ -39,6 +46,7 @@ class ToolContext:
     such as `cron` store it so results go back there). `depth` is 0 for a top-level run and
     n for a sub-agent n levels down. `run_id` groups calls made by one run. `model` is the
     model the run was started with (None: the agent's default); sub-agents inherit it.
+    `progress` is where this call's progress goes (`report`).
     """
 
     workspace: Path
@@ -48,6 +56,12 @@ class ToolContext:
     depth: int = 0
     run_id: str = ""
     model: str | None = None
+    progress: ToolProgressSink | None = None  # set by the loop for each call
+
+    async def report(self, fraction: float | None, message: str = "") -> None:
+        """Tell whoever watches this call how far it is (nothing happens if nobody does)."""
+        if self.progress is not None:
+            await self.progress(fraction, message)
 
 
 class Tool(Protocol):

@@ -6,7 +6,9 @@ and validates it with `schema.Config`. Every failure becomes one `ConfigError` w
 names the file, the key path and the problem; the CLI prints it and exits with `EXIT_CONFIG`.
 `load_config(path, lenient=True)` is for commands that never use secrets (status, pairing,
 cron, ...): an unset `${VAR}` or unreadable secret file stays as its literal text and is
-listed in `Config.unresolved` instead of failing.
+listed in `Config.unresolved` instead of failing. The YAML is read by `yaml_read.py` (alias
+bombs and duplicate keys refused, `off`/`yes` booleans noted for a "quote it" hint), and the
+files named under `secrets:` add their variables first (`secret_sources.py`).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from bot.config.errors import ConfigError
 from bot.config.lenient import relax
 from bot.config.providers import missing_key
 from bot.config.schema import Config
+from bot.config.secret_sources import SecretSourceError, secret_env
 from bot.config.secrets import expand_secret_refs
 from bot.config.shape import MAX_NESTING, deeper_than, too_deep
+from bot.config.yaml_read import YamlProblem, read_yaml
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
@@ -75,6 +79,10 @@ def interpolate(
         return text
 
 
+def _loc(error: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(p for p in error["loc"] if p != "[key]" and not str(p).startswith("function-"))
+
+
 def _describe(error: Mapping[str, Any]) -> str:
     where = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
     message = str(error["msg"]).removeprefix("Value error, ")
@@ -111,26 +119,44 @@ def load_config(
         ) from None
     except FileNotFoundError:
         raise ConfigError(
-            f"{path}: no such file; copy the shipped config.yaml there or pass --config PATH"
+            f"{path}: no such file; run perch onboard (or perch init for the template), "
+            "or pass --config PATH"
         ) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
+    return parse_config(text, path, env, lenient=lenient)
+
+
+def parse_config(
+    text: str, path: Path, env: dict[str, str] | None = None, *, lenient: bool = False
+) -> Config:
+    """`load_config` on text already read; `path` names it in errors and anchors its paths."""
+    env = dict(os.environ) if env is None else env
     try:
-        raw = yaml.safe_load(text)
+        parsed = read_yaml(text)
     except RecursionError:
         raise ConfigError(too_deep(path)) from None
+    except YamlProblem as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
+        if "nesting depth" in problem:  # libyaml's own limit
+            raise ConfigError(too_deep(path)) from None
         raise ConfigError(f"{path}: not valid YAML{where}: {problem}") from None
-    if raw is None:
-        raw = {}
+    raw = parsed.data if parsed.data is not None else {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections (agent:, ...)")
     if deeper_than(raw, MAX_NESTING):
         raise ConfigError(too_deep(path))
     missing: list[tuple[str, str]] | None = [] if lenient else None
+    try:
+        env = {**env, **secret_env(raw.get("secrets"), path.resolve().parent, env)}
+    except SecretSourceError as exc:
+        if missing is None:
+            raise ConfigError(f"{path}: {exc}") from None
+        missing.append((exc.key, str(exc)))
     try:
         data = interpolate(raw, env, missing=missing)
     except ConfigError as exc:
@@ -143,10 +169,11 @@ def load_config(
         except ValidationError as exc:
             errors = exc.errors()
             if not missing or not relax(data, [where for where, _ in missing], errors, notes):
-                problems = [_describe(e) for e in errors]
+                problems = [_describe(e) + parsed.bool_hint(_loc(e)) for e in errors]
                 raise ConfigError(f"{path}: " + "; ".join(problems)) from None
     config.source = path.resolve()
     config.unresolved = notes
+    config.unresolved_keys = [where for where, _ in missing or []]
     return config
 
 

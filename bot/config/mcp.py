@@ -1,6 +1,7 @@
 """The `mcp:` config section: which MCP servers to connect and how.
 
-`mcp.servers.<name>` is either a stdio server (`command: [argv...]`, optional `env`, `cwd`)
+`mcp.servers.<name>` is either a stdio server (`command: [argv...]`, or `command: program`
+with `args: [...]` as server READMEs write it; optional `env`, `cwd`)
 or a Streamable HTTP server (`url:`, optional `headers`). Every server takes `tools:` (an
 allow-list of the server's own tool names, `*` suffix allowed; default all), `timeout_s` per
 call (60) and `enabled`. A stdio server with `sandbox: true` runs under the exec sandbox
@@ -11,6 +12,7 @@ the section into the platform-free `ServerSpec`s of `agents.mcp`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -22,6 +24,7 @@ class McpServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     command: list[str] | None = Field(None, min_length=1)
+    args: list[str] = Field(default_factory=list)  # as server READMEs write it: command + args
     env: dict[str, str] = Field(default_factory=dict)
     cwd: Path | None = None
     url: str | None = Field(None, pattern=r"^https?://")
@@ -32,8 +35,21 @@ class McpServerConfig(BaseModel):
     sandbox: bool = False
     network: bool = False
 
+    @model_validator(mode="before")
+    @classmethod
+    def _command_string(cls, data: Any) -> Any:
+        """`command: npx` with `args: [...]` (every server README's shape) is one argv."""
+        if isinstance(data, dict) and isinstance(data.get("command"), str):
+            data = {**data, "command": [data["command"]]}
+        return data
+
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
+        if self.args and self.command is None:
+            raise ValueError("args belong to a stdio server: give command: <program> with them")
+        if self.args:
+            self.command = [*(self.command or []), *self.args]
+            self.args = []
         if (self.command is None) == (self.url is None):
             raise ValueError(
                 "give either command: [program, args...] (a stdio server) or url: "

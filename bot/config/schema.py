@@ -106,6 +106,13 @@ class LoggingConfig(StrictModel):
     file: Path | None = None  # also log here (the console keeps stderr to warnings)
 
 
+class SecretsConfig(StrictModel):
+    """Where Perch reads its secrets itself, so nothing must be sourced or exported first."""
+
+    env_file: Path | None = None  # VAR=value lines (mode 0600) for the config's ${VAR}s
+    credentials_dir: Path | None = None  # one file per secret, for ${cred:name} (mode 0700)
+
+
 class Config(StrictModel):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     providers: ProvidersConfig = Field(default_factory=ProvidersConfig)
@@ -117,11 +124,14 @@ class Config(StrictModel):
     mcp: McpConfig = Field(default_factory=McpConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    secrets: SecretsConfig = Field(default_factory=SecretsConfig)
 
     # Where the file was read from; relative paths in it are resolved against its folder.
     source: Path | None = Field(None, exclude=True)
     # What a lenient load left unresolved: one sentence per key (see `load_config`).
     unresolved: list[str] = Field(default_factory=list, exclude=True)
+    # The keys those sentences are about ("providers.anthropic.api_key", ...).
+    unresolved_keys: list[str] = Field(default_factory=list, exclude=True)
 
     @field_validator("channels", mode="wrap")
     @classmethod
@@ -133,6 +143,10 @@ class Config(StrictModel):
         if path.is_absolute() or self.source is None:
             return path.expanduser()
         return (self.source.parent / path).resolve()
+
+    def is_unresolved(self, prefix: str) -> bool:
+        """True when a key at or below `prefix` kept an unset `${...}` (a lenient load)."""
+        return any(k == prefix or k.startswith(prefix + ".") for k in self.unresolved_keys)
 
     @property
     def workspace(self) -> Path:

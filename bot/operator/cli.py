@@ -1,7 +1,8 @@
 """The `perch` command: run, init, doctor, status, sessions, pairing, cron, chat, send, mcp,
 skills.
 
-The config path is `--config PATH`, else `./config.yaml`, else `$PERCH_CONFIG`. A config
+The config path is `--config PATH`, else `$PERCH_CONFIG`, else `./config.yaml` in a checkout,
+else `$XDG_CONFIG_HOME/perch/config.yaml` (`bot.config.paths`). A config
 problem prints one line and exits 78 (EX_CONFIG), which systemd is told not to restart on.
 Only `run` (and `chat` without a running daemon) need the model key: every other command
 loads the config leniently, so an unset `${VAR}` never stops it (`doctor` reports it).
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,7 +24,7 @@ from typing import Any
 from bot.config.errors import EXIT_CONFIG, ConfigError
 from bot.config.load import load_config, require_api_key
 from bot.config.mcp import mcp_secrets
-from bot.config.paths import config_path
+from bot.config.paths import config_path, log_path, template_text
 from bot.config.schema import Config
 from bot.operator import control_cli, cron_cli, mcp_cli, onboard, skills_cli, store_cli
 
@@ -36,35 +39,47 @@ COMMANDS = (
 )
 
 
-def _load(args: argparse.Namespace) -> Config:
-    return load_config(config_path(args.config), lenient=True)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
+    from bot.process.logs import divert_stderr, ensure_standard_fds, restore_stderr, setup_logging
+
+    ensure_standard_fds()  # `perch run <&-`: a closed stdin is /dev/null from here on
     config = load_config(config_path(args.config))
     require_api_key(config)
     from bot.daemon import Daemon, StartupError
-    from bot.process.logs import setup_logging
 
+    # The console chats on this terminal: the log (and children's stderr) goes to a file.
+    terminal = None
+    log_file = config.resolve(config.logging.file) if config.logging.file else None
+    if "console" in config.channels.enabled() and os.isatty(0) and os.isatty(1):
+        log_file = log_path(config)
+        terminal = divert_stderr(log_file)
+        print(f"perch: logging to {log_file} while the console uses this terminal", file=terminal)
     setup_logging(
         config.logging.level,
         config.logging.format,
         _secrets(config),
-        file=config.resolve(config.logging.file) if config.logging.file else None,
-        quiet_stderr="console" in config.channels.enabled() and sys.stdin.isatty(),
+        file=None if terminal is not None else log_file,
     )
     try:
         asyncio.run(Daemon(config).run())
     except StartupError as exc:  # what was opened is closed again; one line, no traceback
-        print(f"perch: {exc}", file=sys.stderr)
+        print(f"perch: {exc}", file=terminal or sys.stderr)
         return 1
+    finally:
+        if terminal is not None:
+            restore_stderr(terminal)
     return 0
 
 
 def cmd_init(args: argparse.Namespace) -> int:
     from bot.workspace import seed_workspace
 
-    config = _load(args)
+    path = config_path(args.config)
+    if not path.exists():  # a fresh clone or machine: start from the shipped template
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(template_text(), encoding="utf-8")
+        print(f"Wrote {path} from the shipped template (every key, with its default).")
+    config = load_config(path, lenient=True)
     copied = seed_workspace(config.workspace)
     config.db_path.parent.mkdir(parents=True, exist_ok=True)
     if copied:
@@ -83,10 +98,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     from bot.operator.doctor import doctor
 
-    for missing in config.unresolved:
-        print(f"FAIL  secret: {missing}")
-    code = doctor(config)
-    return 1 if config.unresolved and code == 0 else code
+    return doctor(config)
 
 
 def _secrets(config: Config) -> list[str]:
@@ -107,7 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, func: Callable[[argparse.Namespace], int], text: str) -> Any:
         p = sub.add_parser(name, help=text, description=text)
-        p.add_argument("--config", help="config file (default ./config.yaml, then $PERCH_CONFIG)")
+        p.add_argument(
+            "--config",
+            help="config file (default: $PERCH_CONFIG, ./config.yaml in a checkout, "
+            "else ~/.config/perch/config.yaml)",
+        )
         p.set_defaults(func=func)
         return p
 
@@ -139,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"perch: argument {shown!r} is not valid UTF-8 text", file=sys.stderr)
             return 2  # argparse's code for a bad command line
     args = parser.parse_args(given)
+    if args.command != "run":  # one-shot commands print results, not log lines
+        logging.getLogger().addHandler(logging.NullHandler())
     try:
         return int(args.func(args))
     except ConfigError as exc:

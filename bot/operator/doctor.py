@@ -36,6 +36,8 @@ TIMEOUT = 10.0
 
 async def run_checks(config: Config) -> list[Check]:
     checks: list[Check] = [Check(True, "config", f"{config.source} is valid")]
+    # A `${...}` left unset is reported here and never used (as a key, a URL, a token).
+    checks += [Check(False, "secret", missing) for missing in config.unresolved]
     async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as http:
         model_probe = asyncio.create_task(_models(config, http))
         probes: list[Callable[[], Awaitable[Check]]] = []
@@ -126,7 +128,23 @@ def _timezone(config: Config) -> Check:
     return Check(True, "timezone", f"{tz}: {local} (system clock {now})")
 
 
+async def check_model(config: Config) -> list[Check]:
+    """The model checks alone (what `perch onboard` verifies after the key is given)."""
+    async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as http:
+        return await _models(config, http)
+
+
+async def check_channel(config: Config, name: str) -> Check | None:
+    """One enabled channel's probe alone (what `perch onboard` verifies after its tokens)."""
+    plugin, options = registry.get(name), config.channels.options(name)
+    if plugin is None or plugin.probe is None or options is None:
+        return None
+    async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as http:
+        return await _channel(name, options, plugin.probe, http)
+
+
 def doctor(config: Config) -> int:
+    """Print every check; the count of failures is the count of FAIL lines printed."""
     checks = asyncio.run(run_checks(config))
     for check in checks:
         print(check.line())

@@ -1,5 +1,7 @@
 """`perch doctor`'s model checks: one per provider, naming the one that fails.
 
+A provider whose key or address kept an unset `${...}` is reported without a call, and no
+request goes to a public host without a key (a loopback or private address may need none).
 A provider is checked when `agent.model` or a fallback uses it, or when it is configured with
 a key or `models:`. Anthropic kinds get a free `count_tokens` call with the model used;
 OpenAI kinds list `GET /models` (key accepted, and each used or offered model listed; an
@@ -9,6 +11,9 @@ named `model`, any other `model <provider>`.
 """
 
 from __future__ import annotations
+
+import ipaddress
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -49,11 +54,29 @@ async def model_checks(config: Config, http: httpx.AsyncClient) -> list[Result]:
         assert settings is not None
         label = "model" if name == DEFAULT_PROVIDER else f"model {name}"
         models = _models_of(config, name)
-        if settings.kind == "anthropic":
+        if config.is_unresolved(f"providers.{name}"):
+            fix = "set what the secret line above names (perch onboard, or secrets.env_file)"
+            out.append((False, label, "not checked: its key or address is not set", fix))
+        elif not settings.api_key and not _local(settings.base_url):
+            fix = f"set providers.{name}.api_key (or point base_url at a local server)"
+            out.append((False, label, "no API key, so nothing was sent", fix))
+        elif settings.kind == "anthropic":
             out.append(await _anthropic(http, name, label, settings, models))
         else:
             out.append(await _openai(http, name, label, settings, models))
     return out
+
+
+def _local(url: str) -> bool:
+    """A loopback or private address (a local Ollama needs no key); never a public host."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 async def _anthropic(

@@ -16,15 +16,34 @@ from bot.tools.mcp import build_manager
 PROBE_TIMEOUT_S = 30.0
 
 
+def unset_servers(config: Config) -> dict[str, dict[str, Any]]:
+    """Servers whose command, env, url or headers kept an unset `${...}`: never started."""
+    found: dict[str, dict[str, Any]] = {}
+    for name, server in config.mcp.servers.items():
+        key = f"mcp.servers.{name}"
+        if server.enabled and config.is_unresolved(key):
+            notes = [n for n in config.unresolved if n.startswith(key)]
+            error = "not started: " + (notes[0] if notes else "a ${...} it uses is not set")
+            transport = "stdio" if server.command else "http"
+            where = server.command[0] if server.command else "(url not shown)"
+            found[name] = {"state": "down", "transport": transport, "where": where,
+                           "tools": [], "error": error}  # fmt: skip
+    return found
+
+
 async def probe(config: Config, timeout: float = PROBE_TIMEOUT_S) -> dict[str, dict[str, Any]]:
-    """Connect to every enabled server once and report what each offers (then stop them)."""
-    manager = build_manager(config)
+    """Connect to every enabled server once and report what each offers (then stop them).
+
+    A server that uses an unset `${...}` is reported as such and not started."""
+    unset = unset_servers(config)
+    manager = build_manager(config, exclude=unset)
     manager.start()
     try:
         await manager.wait_settled(timeout)
-        return manager.status()
+        status = manager.status()
     finally:
         await manager.stop()
+    return {name: unset.get(name) or status[name] for name in config.mcp.servers}
 
 
 def status_lines(servers: dict[str, dict[str, Any]], *, with_tools: bool) -> list[str]:
@@ -35,6 +54,9 @@ def status_lines(servers: dict[str, dict[str, Any]], *, with_tools: bool) -> lis
         if state == "up":
             tools = s.get("tools", [])
             lines.append(head + f"up, {len(tools)} tool(s)")
+            if s.get("unknown_tools"):
+                named = ", ".join(s["unknown_tools"])
+                lines.append(f"    warning: tools: {named} names no tool of this server")
             if with_tools:
                 lines.extend(f"    {name}__{tool}" for tool in tools)
         elif state == "down":

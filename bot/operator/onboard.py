@@ -1,53 +1,56 @@
 """`perch onboard`: set Perch up by answering questions, or by flags from a script.
 
-Plain `input()` prompts (they work over SSH and with piped stdin); every answer can also be
-given as a flag, and a question whose answer came as a flag is not asked. The wizard asks
-for the model key and endpoint, which chat platforms to turn on and their secrets, the
-owner's id on each (or pairing), and where secrets live: an env file (mode 0600) or a
-systemd credentials directory (one 0600 file per secret). It checks the key and every
-platform live (`bot.operator.doctor.run_checks`: the model's `count_tokens`, each platform's "who am
-I"), writes `config.yaml` keeping its comments (`bot/onboard_files.py`), seeds the workspace
-as `perch init` does, then runs `perch doctor`. Platforms are not named here: the channel
-names and the secrets each one needs come from the config model and the `${VAR}` references
-of the shipped `config.yaml`.
+Plain prompts (they work over SSH; secrets are read without echo on a terminal, and answers
+may be piped); every answer can also be given as a flag, and a question whose answer came as a
+flag is not asked. Each answer is checked when it is given and asked again on a bad one: the
+model key and endpoint right away (a live `count_tokens` call), each platform's tokens by its
+own options model, then live by its "who am I" probe (`bot.operator.doctor.check_channel`).
+Only the questions that apply are asked: after each token the platform's section is tried
+with what is known, and only a secret the options model still asks for (a webhook secret in
+webhook mode, an app token in socket mode) becomes a question. `--no-verify` skips the live
+checks (offline and scripted setups). Platforms are not named here: the channel names, their
+`${VAR}` secrets and which of those are `Secret` fields come from the registry and the
+shipped template.
 
-Re-running it edits: current values are the defaults, an existing `config.yaml` is only
-changed after a yes (or `--yes`), and a copy of the old one is kept as `config.yaml.bak`.
+It writes the config where every later command looks (`bot.config.paths.config_path`:
+`./config.yaml` in a checkout, else `~/.config/perch/config.yaml`), keeping its comments,
+with `secrets.env_file` (mode 0600) or `secrets.credentials_dir` naming where the secrets went,
+so no command needs anything sourced. Re-running it edits: current values are the defaults,
+an existing config is only changed after a yes (or `--yes`), and the old one is kept as
+`config.yaml.bak.N`. It then seeds the workspace as `perch init` does and runs `perch doctor`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bot.config.errors import ConfigError
-from bot.config.load import load_config
+from bot.config.load import parse_config
+from bot.config.schema import Config
+from bot.operator.onboard_ask import Asker, OnboardError, not_empty, one_of
 from bot.operator.onboard_files import (
     ENV_REF,
     config_template,
     config_text,
     read_env_file,
+    set_key,
+    store_secrets,
     write_config,
-    write_credentials,
-    write_env_file,
 )
 from channels import registry
-from channels.options import ChannelPolicy
+from channels.options import SECRET, ChannelPolicy
 
 PROVIDER_KEY = "ANTHROPIC_API_KEY"
 PROVIDER_URL = "ANTHROPIC_BASE_URL"
 # The platforms strangers can write on (the console, your own terminal, needs no setup).
 CHAT_CHANNELS = tuple(p.key for p in registry.plugins() if issubclass(p.options, ChannelPolicy))
-
-
-class OnboardError(Exception):
-    """Stops the wizard with one line for the person running it."""
 
 
 @dataclass
@@ -58,32 +61,6 @@ class Answers:
     sets: dict[str, str] = field(default_factory=dict)  # dotted config key -> value
     secrets: str = "env"
     secrets_path: Path | None = None
-
-
-class Asker:
-    """Asks only what the flags left open; with `--yes`, never asks at all."""
-
-    def __init__(self, interactive: bool, read: Callable[[str], str] = input) -> None:
-        self.interactive = interactive
-        self._read = read
-
-    def ask(self, question: str, default: str = "", *, secret: bool = False) -> str:
-        if not self.interactive:
-            return default
-        shown = ("(set, Enter keeps it)" if secret else default) if default else ""
-        try:
-            answer = self._read(f"{question}{f' [{shown}]' if shown else ''}: ").strip()
-        except EOFError:
-            raise OnboardError(
-                "input ended before the setup was complete; nothing written"
-            ) from None
-        return answer or default
-
-    def confirm(self, question: str, default: bool) -> bool:
-        if not self.interactive:
-            return default
-        answer = self.ask(question + (" [Y/n]" if default else " [y/N]")).lower()
-        return default if not answer else answer.startswith("y")
 
 
 def register(sub: Any, add: Any) -> None:
@@ -103,6 +80,9 @@ def register(sub: Any, add: Any) -> None:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="any other config key"
     )
     p.add_argument("--yes", action="store_true", help="ask nothing: flags and defaults only")
+    p.add_argument(
+        "--no-verify", action="store_true", help="skip the live checks (offline, scripts)"
+    )
     p.add_argument("--no-doctor", action="store_true", help="don't run perch doctor at the end")
 
 
@@ -110,9 +90,8 @@ def cmd_onboard(args: argparse.Namespace) -> int:
     from bot.config.paths import config_path
 
     path = config_path(args.config)
-    asker = Asker(interactive=not args.yes)
     try:
-        return onboard(path, args, asker)
+        return onboard(path, args, Asker(interactive=not args.yes))
     except OnboardError as exc:
         print(f"perch onboard: {exc}", file=sys.stderr)
         return 1
@@ -121,75 +100,58 @@ def cmd_onboard(args: argparse.Namespace) -> int:
 def onboard(path: Path, args: argparse.Namespace, asker: Asker) -> int:
     data = config_template(path)
     answers = Answers(sets=_pairs(args.set, "--set"))
-    earlier = Path(args.secrets_path) if args.secrets_path else path.parent / "perch.env"
+    earlier = _earlier_secrets(path, data, args)
     known = read_env_file(earlier)  # a re-run offers the earlier answers as defaults
     given = _pairs(args.env, "--env")
     if args.api_key:
         given[PROVIDER_KEY] = args.api_key
     if args.base_url:
         given[PROVIDER_URL] = args.base_url
+    flow = _Flow(path, data, answers, asker, verify=not args.no_verify)
+    flow.known = known
 
-    print("Perch setup. Enter keeps the value in [brackets].")
-    current = known.get(PROVIDER_KEY) or os.environ.get(PROVIDER_KEY, "")
-    answers.env[PROVIDER_KEY] = given.get(PROVIDER_KEY) or asker.ask(
-        f"Model API key ({PROVIDER_KEY})", current, secret=True
-    )
-    if not answers.env[PROVIDER_KEY]:
-        raise OnboardError(f"a model API key is needed: pass --api-key or answer {PROVIDER_KEY}")
-    url = given.get(PROVIDER_URL) or asker.ask(
-        "Model API base URL", known.get(PROVIDER_URL) or "https://api.anthropic.com"
-    )
-    answers.env[PROVIDER_URL] = url
+    owners = _pairs(args.owner, "--owner", sep=":")
+    chosen = _channels(args.channels) if args.channels is not None else None  # flags first
 
+    print(f"Perch setup ({path}). Enter keeps the value in [brackets].")
+    flow.model(given, known)
     enabled = [n for n in CHAT_CHANNELS if data.get("channels", {}).get(n, {}).get("enabled")]
-    choice = (
-        args.channels
-        if args.channels is not None
-        else asker.ask(
-            f"Chat platforms to enable ({', '.join(CHAT_CHANNELS)}; 'none' for the console only)",
-            ",".join(enabled) or "none",
+    answers.channels = (
+        chosen
+        if chosen is not None
+        else _channels(
+            asker.ask(
+                f"Chat platforms to enable ({', '.join(CHAT_CHANNELS)}; 'none' for the console only)",
+                ",".join(enabled) or "none",
+                check=_channel_problem,
+            )
         )
     )
-    answers.channels = _channels(choice)
     for channel in answers.channels:
-        section = data.get("channels", {}).get(channel, {})
-        for key, variable, fallback in _secret_refs(section):
-            default = known.get(variable) or os.environ.get(variable) or fallback
-            answers.env[variable] = given.get(variable) or asker.ask(
-                f"  {channel}: {key} ({variable})", default, secret="token" in key
-            )
-    owners = _pairs(args.owner, "--owner", sep=":")
-    for channel in answers.channels:
-        if channel in owners or args.pairing:
-            answer = owners.get(channel, "")
-        else:
-            answer = asker.ask(
-                f"  {channel}: your own user id (Enter: approve yourself by pairing)"
-            )
-        if answer:
-            answers.owners[channel] = answer
+        flow.channel(channel, given, known, owners.get(channel), args.pairing)
+    _choose_secrets_place(path, args, asker, answers, earlier)
 
-    _choose_secrets_place(path, args, asker, answers)
-    if not _checks_pass(path, data, answers, asker):
-        raise OnboardError("nothing written; fix the failed checks and run perch onboard again")
     if path.exists() and not (
-        args.yes or asker.confirm(f"Update {path}? (the old one is kept as {path.name}.bak)", True)
+        args.yes or asker.confirm(f"Update {path}? (the old one is kept as a backup)", True)
     ):
         raise OnboardError(f"{path} left as it was")
     _apply(data, answers)
-    _store_secrets(path, data, answers)
-    write_config(path, data)
-    print(f"Wrote {path}.")
+    assert answers.secrets_path is not None
+    values = {k: v for k, v in answers.env.items() if v}
+    store_secrets(path, data, answers.secrets, answers.secrets_path, values)
+    backup = write_config(path, data)
+    print(f"Wrote {path}" + (f" (the old one is {backup.name})." if backup else "."))
     if args.pairing or len(answers.owners) < len(answers.channels):
         print("Pairing: DM the bot, then run: perch pairing approve <channel> <CODE>")
     from bot.workspace import seed_workspace
 
-    config = load_config(path, {**os.environ, **answers.env}, lenient=True)
+    config = flow.trial(lenient=True, secrets_from_file=True)
     seeded = seed_workspace(config.workspace)  # what perch init does
     config.db_path.parent.mkdir(parents=True, exist_ok=True)
     if seeded:
         print(f"Seeded {config.workspace} with: {', '.join(seeded)}")
-    if args.no_doctor:
+    if args.no_doctor or args.no_verify:
+        print("Check it any time with: perch doctor")
         return 0
     print("Running perch doctor:")
     from bot.operator.doctor import doctor
@@ -197,49 +159,192 @@ def onboard(path: Path, args: argparse.Namespace, asker: Asker) -> int:
     return doctor(config)
 
 
+class _Flow:
+    """The questions that need the config tried as answered so far."""
+
+    def __init__(
+        self, path: Path, data: Any, answers: Answers, asker: Asker, *, verify: bool
+    ) -> None:
+        self.path, self.data, self.answers, self.asker = path, data, answers, asker
+        self.verify = verify
+        self.known: dict[str, str] = {}  # the earlier secrets file (a re-run)
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, **self.known, **self.answers.env}
+
+    def trial(self, *, lenient: bool = False, secrets_from_file: bool = False) -> Config:
+        """The config as it would be written, read with the answers as its environment."""
+        trial = self.data if secrets_from_file else copy.deepcopy(self.data)
+        if not secrets_from_file:
+            _apply(trial, self.answers)
+            set_key(trial, "secrets", {})  # the answers stand in for the secrets file
+        try:
+            return parse_config(config_text(trial), self.path, self._env(), lenient=lenient)
+        except ConfigError as exc:
+            raise OnboardError(str(exc)) from None
+
+    def model(self, given: dict[str, str], known: dict[str, str]) -> None:
+        env, ask = self.answers.env, self.asker
+        while True:
+            env[PROVIDER_KEY] = given.get(PROVIDER_KEY) or ask.ask(
+                f"Model API key ({PROVIDER_KEY})",
+                known.get(PROVIDER_KEY) or os.environ.get(PROVIDER_KEY, ""),
+                secret=True,
+                check=not_empty(f"a model API key ({PROVIDER_KEY} or --api-key)"),
+            )
+            url = given.get(PROVIDER_URL)
+            env[PROVIDER_URL] = (
+                url
+                if url and not _url_problem(url)
+                else ask.ask(
+                    "Model API base URL",
+                    env.get(PROVIDER_URL)  # the one given before a failed check
+                    or url
+                    or known.get(PROVIDER_URL)
+                    or "https://api.anthropic.com",
+                    check=_url_problem,
+                )
+            )
+            if not self.verify:
+                return
+            from bot.operator.doctor import check_model
+
+            checks = [c for c in asyncio.run(check_model(self.trial(lenient=True)))]
+            for check in checks:
+                print("  " + check.line())
+            if all(c.ok for c in checks):
+                return
+            self._retry_or_stop("the model check failed")
+            given.pop(PROVIDER_KEY, None)
+            known.pop(PROVIDER_KEY, None)
+
+    def channel(
+        self,
+        name: str,
+        given: dict[str, str],
+        known: dict[str, str],
+        owner: str | None,
+        pairing: bool,
+    ) -> None:
+        section = self.data.get("channels", {}).get(name, {})
+        refs = _secret_refs(section)
+        while True:
+            asked: set[str] = set()
+            for key, variable, fallback in refs:
+                if fallback:  # a setting with a default (a service URL): offered, not required
+                    self._secret(name, key, variable, given, known, fallback)
+                    asked.add(variable)
+                else:  # asked only if the platform's options need it (tried below)
+                    self.answers.env[variable] = ""
+            self._needed_secrets(name, refs, asked, given, known)
+            if not self.verify:
+                break
+            from bot.operator.doctor import check_channel
+
+            check = asyncio.run(check_channel(self.trial(lenient=True), name))
+            if check is None or check.ok:
+                if check is not None:
+                    print("  " + check.line())
+                break
+            print("  " + check.line())
+            self._retry_or_stop(f"the {name} check failed")
+            for _, variable, _ in refs:
+                given.pop(variable, None)
+        if owner is None and not pairing:
+            owner = self.asker.ask(
+                f"  {name}: your own user id (Enter: approve yourself by pairing)"
+            )
+        if owner:
+            self.answers.owners[name] = owner
+            problem = self._problem(name)
+            if problem:
+                raise OnboardError(f"--owner {name}:{owner}: {problem}")
+
+    def _needed_secrets(
+        self,
+        name: str,
+        refs: list[tuple[str, str, str]],
+        asked: set[str],
+        given: dict[str, str],
+        known: dict[str, str],
+    ) -> None:
+        """Ask the secrets the platform's options still ask for, one at a time."""
+        while (problem := self._problem(name)) is not None:
+            named = [r for r in refs if f"channels.{name}.{r[0]}" in problem]
+            if not named:
+                raise OnboardError(problem)
+            key, variable, _ = named[0]
+            if variable in asked:  # an answer the platform refuses: say why, ask again
+                print(f"  {problem}")
+                if not self.asker.interactive:
+                    raise OnboardError(problem)
+                given.pop(variable, None)
+                known.pop(variable, None)
+            self._secret(name, key, variable, given, known, "")
+            asked.add(variable)
+
+    def _secret(
+        self, name: str, key: str, variable: str, given: dict[str, str], known: dict[str, str],
+        fallback: str,
+    ) -> None:  # fmt: skip
+        plugin = registry.get(name)
+        info = plugin.options.model_fields.get(key) if plugin is not None else None
+        secret = info is not None and SECRET in info.metadata
+        default = known.get(variable) or os.environ.get(variable) or fallback
+        if variable in given:
+            self.answers.env[variable] = given[variable]
+            return
+        self.answers.env[variable] = self.asker.ask(
+            f"  {name}: {key} ({variable})", default, secret=secret
+        )
+
+    def _problem(self, name: str) -> str | None:
+        """What `channels.<name>`'s options model says about the answers, or None."""
+        trial = copy.deepcopy(self.data)
+        _apply(trial, self.answers)
+        set_key(trial, "secrets", {})
+        try:
+            parse_config(config_text(trial), self.path, self._env())
+        except ConfigError as exc:
+            text = str(exc).removeprefix(f"{self.path}: ")
+            return text if f"channels.{name}" in text else None
+        return None
+
+    def _retry_or_stop(self, what: str) -> None:
+        if not self.asker.interactive:
+            raise OnboardError(f"{what}; nothing written (--no-verify skips the live checks)")
+        print("  Enter the values again (or Ctrl-C to stop; nothing is written yet).")
+
+
+def _earlier_secrets(path: Path, data: Any, args: argparse.Namespace) -> Path:
+    """The env file a re-run reads its defaults from."""
+    if args.secrets_path:
+        return Path(args.secrets_path).expanduser()
+    named = (data.get("secrets") or {}).get("env_file")
+    if named:
+        found = Path(str(named)).expanduser()
+        return found if found.is_absolute() else path.parent / found
+    return path.parent / "perch.env"
+
+
 def _choose_secrets_place(
-    path: Path, args: argparse.Namespace, asker: Asker, answers: Answers
+    path: Path, args: argparse.Namespace, asker: Asker, answers: Answers, earlier: Path
 ) -> None:
-    place = args.secrets or asker.ask(
-        "Keep secrets in an env file (env) or a systemd credentials directory (credentials)",
+    answers.secrets = args.secrets or asker.ask(
+        "Keep secrets in an env file (env) or a credentials directory (credentials)",
         "env",
+        check=one_of(("env", "credentials"), "where secrets go"),
     )
-    if place not in ("env", "credentials"):
-        raise OnboardError(f"--secrets must be env or credentials, got {place!r}")
-    answers.secrets = place
-    default = path.parent / ("perch.env" if place == "env" else "credentials")
-    given = args.secrets_path or asker.ask(
-        "Env file" if place == "env" else "Credentials directory", str(default)
+    default = earlier if answers.secrets == "env" else path.parent / "credentials"
+    chosen = args.secrets_path or asker.ask(
+        "Env file" if answers.secrets == "env" else "Credentials directory",
+        str(default),
+        check=not_empty("a path"),
     )
-    answers.secrets_path = Path(given).expanduser()
+    answers.secrets_path = Path(chosen).expanduser()
 
 
-def _checks_pass(path: Path, data: dict[str, Any], answers: Answers, asker: Asker) -> bool:
-    """Check the key and each platform live against a config built from the answers."""
-    import copy
-
-    from bot.operator.doctor import run_checks
-
-    trial = copy.deepcopy(data)
-    _apply(trial, answers)
-    probe = path.with_name(f".{path.name}.onboard-check")
-    probe.write_text(config_text(trial), encoding="utf-8")
-    try:
-        config = load_config(probe, {**os.environ, **answers.env})
-    except ConfigError as exc:
-        raise OnboardError(str(exc).replace(str(probe), str(path))) from None
-    finally:
-        probe.unlink(missing_ok=True)
-    wanted = {"model", *answers.channels}
-    checks = [c for c in asyncio.run(run_checks(config)) if c.name in wanted]
-    for check in checks:
-        print("  " + check.line())
-    if all(c.ok for c in checks):
-        return True
-    return asker.confirm("Some checks failed. Save anyway?", False)
-
-
-def _apply(data: dict[str, Any], answers: Answers) -> None:
+def _apply(data: Any, answers: Answers) -> None:
     channels = data.setdefault("channels", {})
     for name in CHAT_CHANNELS:
         channels.setdefault(name, {})["enabled"] = name in answers.channels
@@ -248,45 +353,10 @@ def _apply(data: dict[str, Any], answers: Answers) -> None:
         if owner not in [str(a) for a in allow]:
             channels[name]["allow_from"] = [owner, *allow]
     for dotted, value in answers.sets.items():
-        node = data
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
+        set_key(data, dotted, value)
 
 
-def _store_secrets(path: Path, data: dict[str, Any], answers: Answers) -> None:
-    assert answers.secrets_path is not None
-    values = {k: v for k, v in answers.env.items() if v}
-    if answers.secrets == "env":
-        write_env_file(answers.secrets_path, values)
-        print(
-            f"Secrets written to {answers.secrets_path} (mode 0600). Load it before perch run "
-            f"(set -a; . {answers.secrets_path}; set +a) or name it in the unit's "
-            "EnvironmentFile=."
-        )
-        return
-    lines = write_credentials(answers.secrets_path, values)
-    print(
-        f"Secrets written to {answers.secrets_path}/ (mode 0600). Add to the service "
-        "(systemctl edit perch):\n" + "\n".join(lines)
-    )
-    _point_at_credentials(data, values)
-
-
-def _point_at_credentials(data: Any, values: dict[str, str]) -> None:
-    """Make each `${VAR}` of a stored secret read the credential: `${cred:var}`."""
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if isinstance(value, str):
-                match = ENV_REF.fullmatch(value)
-                if match and match.group(1) in values:
-                    data[key] = "${cred:" + match.group(1).lower() + "}"
-            else:
-                _point_at_credentials(value, values)
-
-
-def _secret_refs(section: dict[str, Any]) -> list[tuple[str, str, str]]:
+def _secret_refs(section: Any) -> list[tuple[str, str, str]]:
     """(key, variable, its `:-` default) of each `${VAR}` value in a channel's section."""
     found = []
     for key, value in section.items():
@@ -294,6 +364,18 @@ def _secret_refs(section: dict[str, Any]) -> list[tuple[str, str, str]]:
         if match:
             found.append((str(key), match.group(1), match.group(2) or ""))
     return found
+
+
+def _url_problem(value: str) -> str | None:
+    return None if value.startswith(("http://", "https://")) else "give an http(s):// URL"
+
+
+def _channel_problem(choice: str) -> str | None:
+    try:
+        _channels(choice)
+    except OnboardError as exc:
+        return str(exc)
+    return None
 
 
 def _channels(choice: str) -> list[str]:

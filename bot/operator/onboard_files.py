@@ -1,8 +1,10 @@
 """The files `perch onboard` writes: config.yaml (comments kept), the env file, credentials.
 
-`config_template(path)` reads the existing config, or the shipped `config.yaml` for a new
-one, as a round-trip tree (ruamel.yaml), so writing it back keeps every comment and the key
-order. `write_config` keeps the previous file as `<name>.bak` and replaces it atomically.
+`config_template(path)` reads the existing config, or the shipped template (package data,
+`bot.config.paths.template_text`) for a new one, as a round-trip tree (ruamel.yaml), so
+writing it back keeps every comment and the key order; `set_key` edits it by dotted key.
+`write_config` keeps the previous file as `<name>.bak.N` (the next free number, so no run
+overwrites an earlier backup) and replaces it atomically, creating missing folders.
 Secrets files are created with mode 0600 (and a credentials directory 0700) before anything
 is written into them; an existing env file is edited line by line, never truncated.
 """
@@ -16,30 +18,42 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.config.paths import template_text
+from bot.config.secret_sources import parse_env_lines
+
 if TYPE_CHECKING:
     from ruamel.yaml import YAML
 
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
-SHIPPED = Path(__file__).resolve().parents[2] / "config.yaml"
-_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")  # lines to edit
 
 
 def _yaml() -> YAML:
     from ruamel.yaml import YAML  # only onboard needs it: kept off the other commands' start
+    from ruamel.yaml.resolver import VersionedResolver
+
+    class Yaml11(VersionedResolver):
+        """YAML 1.1 as Perch's loader reads it: `off`, `yes`... are quoted when they are text."""
+
+        @property
+        def processing_version(self) -> tuple[int, int]:
+            return (1, 1)
 
     yaml = YAML()  # round-trip mode
+    yaml.Resolver = Yaml11
     yaml.preserve_quotes = True
     yaml.width = 120
+    yaml.representer.add_representer(
+        type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null")
+    )
     return yaml
 
 
 def config_template(path: Path) -> Any:
-    """The tree to edit: `path` if it exists, else the shipped config, else empty."""
-    source = path if path.exists() else SHIPPED
-    if not source.exists():
-        return {}
-    data = _yaml().load(source.read_text(encoding="utf-8"))
-    return data if data is not None else {}
+    """The tree to edit: `path` if it exists, else the shipped template."""
+    text = path.read_text(encoding="utf-8") if path.exists() else template_text()
+    data = _yaml().load(text)
+    return data if data is not None else _yaml().load("{}")
 
 
 def config_text(data: Any) -> str:
@@ -48,31 +62,48 @@ def config_text(data: Any) -> str:
     return buffer.getvalue()
 
 
-def write_config(path: Path, data: Any) -> None:
+def set_key(data: Any, dotted: str, value: Any) -> None:
+    """Set `a.b.c` in a round-trip tree, creating the mappings on the way."""
+    node = data
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    node[leaf] = value
+
+
+def next_backup(path: Path) -> Path:
+    """`<name>.bak.N` with the next number not yet used."""
+    taken = [
+        int(p.name.rsplit(".", 1)[1])
+        for p in path.parent.glob(f"{path.name}.bak.*")
+        if p.name.rsplit(".", 1)[1].isdigit()
+    ]
+    return path.with_name(f"{path.name}.bak.{max(taken, default=0) + 1}")
+
+
+def write_config(path: Path, data: Any) -> Path | None:
+    """Write the tree to `path` atomically; returns the backup of the old file, if any."""
     text = config_text(data)
     path.parent.mkdir(parents=True, exist_ok=True)
+    backup = None
     if path.exists():
-        backup = path.with_name(path.name + ".bak")
+        backup = next_backup(path)
         backup.write_bytes(path.read_bytes())
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_text(text, encoding="utf-8")
     temporary.replace(path)
+    return backup
 
 
 def read_env_file(path: Path | None) -> dict[str, str]:
-    if path is None or not path.exists():
+    if path is None or not path.is_file():
         return {}
-    values = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        match = _ENV_LINE.match(line)
-        if match:
-            raw = match.group(2).strip()
-            try:
-                parts = shlex.split(raw)
-            except ValueError:
-                parts = [raw]
-            values[match.group(1)] = parts[0] if parts else ""
-    return values
+    try:
+        return parse_env_lines(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return {}
 
 
 def write_env_file(path: Path, values: dict[str, str]) -> None:
@@ -111,3 +142,36 @@ def write_credentials(directory: Path, values: dict[str, str]) -> list[str]:
 
 def _quote(value: str) -> str:
     return value if re.fullmatch(r"[A-Za-z0-9_./:+@-]*", value) else shlex.quote(value)
+
+
+def store_secrets(path: Path, data: Any, place: str, target: Path, values: dict[str, str]) -> None:
+    """Write the secrets to the env file or credentials directory `target` and name it in
+    the config tree (`secrets.env_file` / `secrets.credentials_dir`), so Perch finds them."""
+    beside = target.resolve().parent == path.resolve().parent
+    named = target.name if beside else str(target.resolve())  # relative: moves with the folder
+    if place == "env":
+        write_env_file(target, values)
+        set_key(data, "secrets.env_file", named)
+        set_key(data, "secrets.credentials_dir", None)
+        print(f"Secrets written to {target} (mode 0600); Perch reads it itself (secrets.env_file).")
+        return
+    lines = write_credentials(target, values)
+    set_key(data, "secrets.credentials_dir", named)
+    set_key(data, "secrets.env_file", None)
+    print(
+        f"Secrets written to {target}/ (mode 0600 each; secrets.credentials_dir names it). "
+        "For a systemd unit, add instead (systemctl edit perch):\n" + "\n".join(lines)
+    )
+    _point_at_credentials(data, values)
+
+
+def _point_at_credentials(data: Any, values: dict[str, str]) -> None:
+    """Make each `${VAR}` of a stored secret read the credential: `${cred:var}`."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(value, str):
+                match = ENV_REF.fullmatch(value)
+                if match and match.group(1) in values:
+                    data[key] = "${cred:" + match.group(1).lower() + "}"
+            else:
+                _point_at_credentials(value, values)

@@ -1,4 +1,4 @@
-"""Every control operation by name: what `perch status|sessions|pairing|cron|chat|send` do.
+"""Every control operation by name: what `perch status|sessions|pairing|cron|chat|send|mcp` do.
 
 `run_op(ctx, op, args)` serves the daemon's control socket (`control_server.py`, with
 `ctx.live` set: live data, and a cron change is planned by the scheduler at once) and the CLI
@@ -12,6 +12,7 @@ from typing import Any
 
 from bot.operator.ops_chat import op_chat, op_send
 from bot.operator.ops_cron import op_cron_add, op_cron_list, op_cron_remove
+from bot.operator.ops_mcp import op_mcp_list
 from bot.operator.ops_pairing import op_pairing_approve, op_pairing_list, op_pairing_revoke
 from bot.operator.ops_status import op_sessions, op_status
 from bot.operator.reply import Op, OpContext, Reply
@@ -27,6 +28,7 @@ OPS: dict[str, Op] = {
     "cron.rm": op_cron_remove,
     "chat": op_chat,
     "send": op_send,
+    "mcp.list": op_mcp_list,
 }
 
 

@@ -52,7 +52,8 @@ async def copy_store(source: Store, target: Store) -> dict[str, int]:
 
 
 def cmd_store(args: argparse.Namespace) -> int:
-    config = load_config(config_path(getattr(args, "config", None)))
+    # The copy needs no model key: the config is read like perch status reads it.
+    config = load_config(config_path(getattr(args, "config", None)), lenient=True)
     url: str = args.to
     if not is_postgres_url(url):
         print(f"perch: --to {url!r}: give a postgresql:// URL", file=sys.stderr)

@@ -11,11 +11,13 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import os
 import re
 import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TextIO
 
 from channels import registry
 
@@ -137,3 +139,36 @@ def setup_logging(
         *registry.quiet_loggers(),
     ):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+
+
+def divert_stderr(path: Path) -> TextIO:
+    """Point file descriptor 2 at `path` (appended, mode 0600) while the console owns the
+    terminal, so log lines and what child processes (MCP servers) write to stderr land in the
+    log and never in the conversation. Returns a stream on the terminal stderr was, for the
+    few lines that must still reach the person (a failed start); `restore_stderr` undoes it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    terminal = os.fdopen(os.dup(2), "w", buffering=1, encoding="utf-8", errors="replace")
+    sys.stderr.flush()
+    os.dup2(fd, 2)
+    os.close(fd)
+    return terminal
+
+
+def restore_stderr(terminal: TextIO) -> None:
+    sys.stderr.flush()
+    os.dup2(terminal.fileno(), 2)
+    terminal.close()
+
+
+def ensure_standard_fds() -> None:
+    """Reopen a closed stdin, stdout or stderr (`perch run <&-`) on /dev/null, so no file the
+    daemon opens later becomes "stdin" by accident."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)

@@ -16,7 +16,7 @@ import contextlib
 import importlib
 import logging
 import shlex
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -31,12 +31,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def build_manager(config: Config) -> McpManager:
-    """The manager for `mcp.servers` (blocking: it may probe the sandbox once)."""
+def build_manager(config: Config, exclude: Collection[str] = ()) -> McpManager:
+    """The manager for `mcp.servers` but `exclude` (blocking: it may probe the sandbox once)."""
     from agents.mcp.manager import McpManager
 
     base = config.source.parent if config.source is not None else None
-    specs = server_specs(config.mcp, base)
+    specs = [s for s in server_specs(config.mcp, base) if s.name not in exclude]
     return McpManager(
         sandboxed(config, spec) if config.mcp.servers[spec.name].sandbox else spec for spec in specs
     )

@@ -78,6 +78,13 @@ def build_server(name: str) -> MCPServer:
         return "unreachable"
 
     @server.tool()
+    async def steps(ctx: Context) -> str:
+        """Reports progress (2 of 5, then 5 of 5) before it answers."""
+        await ctx.report_progress(2, 5, "two of five")
+        await ctx.report_progress(5, 5)
+        return "all steps done"
+
+    @server.tool()
     async def grow(ctx: Context) -> str:
         """Adds a tool named `extra` and tells the client the list changed."""
 
