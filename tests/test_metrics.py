@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from agents.model import Usage
 from agents.pricing import cost_usd
 from agents.tools.cron import CronRequest
 from bot.config.errors import ConfigError
-from bot.daemon import Daemon
+from bot.daemon import Daemon, StartupError
 from bot.routing import encode_chat
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
@@ -274,3 +275,18 @@ def test_a_listen_off_loopback_works_with_a_token(tmp_path: Path) -> None:
     overrides = {"metrics.enabled": True, "metrics.listen": "[::]:9464", "metrics.token": TOKEN}
     config = make_config(tmp_path, "http://127.0.0.1:1", overrides)
     assert config.metrics.listen == "[::]:9464" and config.metrics.token == TOKEN
+
+
+async def test_a_taken_metrics_port_stops_the_start_with_one_line(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = {**METRICS, "metrics.listen": f"127.0.0.1:{port}"}
+        with pytest.raises(StartupError) as caught:
+            async with running_daemon(tmp_path, fake, {}, settings):
+                pass
+    assert str(caught.value).startswith(f"serving metrics on 127.0.0.1:{port} failed: ")
+    assert "\n" not in str(caught.value)

@@ -1,5 +1,5 @@
 """The tools both test servers offer: plain text, an error, images (a tiny PNG, one over the
-5 MB cap, a TIFF, audio), structured content, a crash mid-call, a call that never answers, a tool list that changes at run time, and the `traceparent` header a call came with (HTTP)."""
+5 MB cap, a TIFF, audio), structured content, a crash mid-call, a call that never answers, and a tool list that changes at run time."""
 
 from __future__ import annotations
 
@@ -76,12 +76,6 @@ def build_server(name: str) -> MCPServer:
             _mark(marker)
         await asyncio.Event().wait()
         return "unreachable"
-
-    @server.tool()
-    def traceparent(ctx: Context) -> str:
-        """The W3C traceparent header this call's HTTP request carried ("none": none)."""
-        headers = ctx.headers or {}
-        return headers.get("traceparent", "none")
 
     @server.tool()
     async def grow(ctx: Context) -> str:
