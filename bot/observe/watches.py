@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
+from contextvars import Token
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context, trace
+from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from agents.cancel import Cancelled
@@ -70,7 +72,7 @@ class _Spanned:
     ) -> None:
         self._started = time.perf_counter()
         self._span: trace.Span | None = None
-        self._token: object | None = None
+        self._token: Token[Context] | None = None
         if tracer is None:
             return
         self._span = tracer.start_span(name, kind=kind, attributes=attrs)
@@ -82,7 +84,7 @@ class _Spanned:
         if span is None:
             return
         if self._token is not None:
-            context.detach(self._token)  # type: ignore[arg-type]
+            context.detach(self._token)
         if span.is_recording():
             span.set_attributes(attrs)
             if error:
