@@ -11,7 +11,7 @@ the same for the floor with the difference by package (`--profile-dir` keeps the
 `--observe` adds what metrics and tracing cost: the same turns with both off, metrics on,
 tracing on (exporting to a fake collector in the wire process) and both, alternated over
 `--rounds` rounds (medians), the CPU of one `/metrics` scrape, and what the hooks a turn
-calls cost when both are off (the only work they add to a daemon without them).
+calls cost in each mode, measured alone (with both off, the only work they add).
 
     .venv/bin/python -m bench.overhead [--turns 400] [--streaming partial|off|both] [--profile]
     .venv/bin/python -m bench.overhead --observe [--rounds 3] [--streaming partial]
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import cProfile
 import functools
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -34,8 +35,9 @@ from bench.profiling import difference, tally, where_time_went
 from bench.report import Report, parser, percentile
 from bench.wire import Wire, pin_apart, use_loopback
 from bot.daemon import Daemon
-from bot.observe.telemetry import OFF
+from bot.observe.telemetry import OFF, Telemetry, build_telemetry
 from bot.process.logs import trace_id_var
+from tests.harness import make_config
 
 PROFILE_DIR = ""  # set from --profile-dir
 
@@ -155,20 +157,21 @@ async def scrape_cpu(daemon: Daemon) -> float:
         return (time.process_time() - cpu) / 20 * 1000
 
 
-def off_hooks_us(n: int = 100_000) -> float:
-    """µs per turn of what a one-call turn calls with metrics and tracing off: the turn's
-    telemetry, its trace-id log context, the session note, the agent run, one model call
-    (with its first text) and one send. The same calls a turn makes, in a loop."""
-    telemetry, observer = OFF, OFF.observer
-    request = ModelRequest("m", [], [])
-    response = ModelResponse([], "end_turn", Usage())
-    began = time.perf_counter()
+def hooks_cpu_us(telemetry: Telemetry, n: int) -> float:
+    """µs of CPU (every thread) per turn for what a one-call turn asks of `telemetry`: the
+    turn, its trace-id log context, the session note, the agent run, one model call (with
+    its first text and usage) and one send; the same calls a turn makes, in a loop. With
+    tracing on, the spans' export (encoding, the POST to the collector) is included."""
+    observer = telemetry.observer
+    request = ModelRequest("claude-sonnet-5-5", [], [])
+    response = ModelResponse([], "end_turn", Usage(1200, 40, 0, 0, 0.004), "claude-sonnet-5-5")
+    cpu = time.process_time()
     for _ in range(n):
         with telemetry.turn("telegram", "dm", "run") as probe:
             token = trace_id_var.set(probe.trace_id)
             telemetry.conversation("session")
             with observer.agent_run("session", 0) as run:
-                with observer.model_call("anthropic", "m", request) as call:
+                with observer.model_call("anthropic", "claude-sonnet-5-5", request) as call:
                     call.first_text()
                     call.finished(response)
                 run.finished("ok", response.usage)
@@ -176,7 +179,26 @@ def off_hooks_us(n: int = 100_000) -> float:
                 pass
             trace_id_var.reset(token)
             probe.finished("ok")
-    return (time.perf_counter() - began) / n * 1e6
+    tracing = getattr(telemetry, "tracing", None)
+    if tracing is not None:
+        tracing.flush()
+    return (time.process_time() - cpu) / n * 1e6
+
+
+async def measure_hooks(wire: Wire, report: Report, n: int = 20_000) -> None:
+    """The hooks alone, per mode: steadier than the whole turn, whose noise is larger."""
+    report.add("[observe off] what a turn asks of telemetry, CPU", hooks_cpu_us(OFF, n), "µs")
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode, settings in observe_modes(wire).items():
+            if mode == "off":
+                continue
+            config = make_config(Path(tmp), wire.anthropic_url, settings)
+            telemetry = build_telemetry(config)
+            try:
+                per_turn = await asyncio.to_thread(hooks_cpu_us, telemetry, n // 4)
+            finally:
+                await telemetry.aclose()
+            report.add(f"[{mode} on] what a turn asks of telemetry, CPU", per_turn, "µs")
 
 
 async def measure_observe(
@@ -204,7 +226,7 @@ async def measure_observe(
         report.add(f"[{mode} on] CPU per turn minus off", mode_cpu - off_cpu, "ms")
         report.add(f"[{mode} on] p50 minus off", mode_p50 - off_p50, "ms")
     report.add("one GET /metrics scrape, CPU", percentile(scrapes, 50), "ms")
-    report.add("hooks a turn calls with both off", off_hooks_us(), "µs")
+    await measure_hooks(wire, report)
     received = await wire.call("spans")
     report.note(
         f"the collector received {received['spans']} spans in {received['exports']} exports; "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -245,6 +246,32 @@ async def test_a_collector_that_refuses_costs_the_turns_nothing_and_is_warned_ab
     assert len(said) == 2, said
     assert "WARNING" in said[0] and collector.url in said[0] and "does not take spans" in said[0]
     assert "INFO" in said[1] and "takes spans again" in said[1]
+
+
+async def test_a_collector_nobody_runs_is_one_warning_from_start_to_stop(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    with socket.socket() as probe:  # a port where nothing listens: connection refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    chan = MemoryChannel("telegram")
+    log = Lines()
+    root = logging.getLogger()
+    root.addHandler(log)
+    settings = {**OPEN_DMS, "tracing.enabled": True, "tracing.endpoint": f"http://127.0.0.1:{port}"}
+    try:
+        async with running_daemon(tmp_path, fake, {"telegram": chan}, settings) as daemon:
+            for n in range(1, 3):
+                await chan.say(f"message {n}")
+                await chan.wait_sent(n)
+                await eventually(lambda n=n: tracing_of(daemon)["spans_dropped"] >= 4 * n, 10)
+            await chan.say("the last one")  # its spans are still queued when the daemon stops
+            await chan.wait_sent(3)
+    finally:
+        root.removeHandler(log)
+    assert chan.texts()[-1] == "echo: the last one"
+    said = [line for line in log.lines if "tracing" in line or "opentelemetry" in line]
+    assert len(said) == 1 and "WARNING" in said[0] and f":{port}/v1/traces" in said[0], said
 
 
 def tracing_of(daemon: Daemon) -> dict[str, Any]:

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 # Longest attribute value kept (message text with `tracing.content: true`): cut beyond.
 MAX_ATTRIBUTE_CHARS = 16_384
-CLOSE_TIMEOUT_S = 5.0
+CLOSE_TIMEOUT_S = 3.0
 # The SDK's loggers that would say something for every failed batch or dropped span.
 _NOISY = ("opentelemetry.exporter.otlp", "opentelemetry.sdk._shared_internal")
 
@@ -68,6 +68,8 @@ for _name in _NOISY:
     _logger = logging.getLogger(_name)
     _logger.propagate = False
     _logger.addHandler(_last_words)
+# "Queue full, dropping span" would make a log record per span while the collector is down.
+logging.getLogger("opentelemetry.sdk._shared_internal").setLevel(logging.ERROR)
 
 
 class _ReportingExporter(SpanExporter):
@@ -151,16 +153,23 @@ class Tracing:
         return self.provider.force_flush(int(timeout_s * 1000))
 
     async def aclose(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
-        """Export what is left within `timeout_s`, then stop the provider and its thread."""
+        """Export what is left within `timeout_s` (nothing is tried while the collector is
+        known to be down), then stop the provider and its thread."""
         if self._closed:
             return
         self._closed = True
-        try:
-            await asyncio.wait_for(asyncio.to_thread(self.flush, timeout_s), timeout_s)
-        except TimeoutError:
-            log.warning("tracing: the last spans were not exported within %g s; dropped", timeout_s)
+        if not self.exporter.down:
+            try:
+                await asyncio.wait_for(asyncio.to_thread(self.flush, timeout_s), timeout_s)
+            except TimeoutError:
+                log.warning(
+                    "tracing: the last spans were not exported within %g s; dropped", timeout_s
+                )
         self.exporter.shutdown()  # a batch still retrying gives up now
-        await asyncio.wait_for(asyncio.to_thread(self.provider.shutdown), timeout_s)
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self.provider.shutdown), timeout_s)
+        except TimeoutError:  # an export stuck on an unanswered request: its thread ends with us
+            log.warning("tracing: the exporter did not stop within %g s; left behind", timeout_s)
 
     def status(self) -> dict[str, Any]:
         exporter = self.exporter
