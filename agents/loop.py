@@ -6,7 +6,9 @@ order), feeds the results back, and repeats until the model answers without tool
 `max_iterations` is reached. It never touches storage or a platform: it returns a
 `RunResult` whose `new_messages` the caller persists in one transaction, and reports
 progress as events (`TextDelta`, `ToolStarted`, `ToolProgress`, `ToolFinished`); a tool reports
-its own progress through `ToolContext.progress`. Images a tool returns go
+its own progress through `ToolContext.progress`; the loop's `RunObserver`
+(`agents.observer`: metrics and traces) is told of the run and of each tool call, with the
+tool running inside the watch, so what the tool starts belongs to it. Images a tool returns go
 into its tool_result for this run's model calls; `new_messages` carries notes in their
 place (`agents.tool_images`), so no stored history keeps their base64.
 
@@ -41,6 +43,7 @@ from agents.model import (
     text_of,
     tool_result_block,
 )
+from agents.observer import NO_OBSERVER, RunObserver
 from agents.surrogates import fix_data, fix_text
 from agents.tool_images import without_tool_images
 from agents.tools.base import ToolContext, ToolError, ToolRegistry, ToolResult
@@ -166,14 +169,22 @@ class AgentLoop:
         max_iterations: int = 20,
         max_tokens: int = 8192,
         max_tool_result_chars: int = 50_000,
+        observer: RunObserver = NO_OBSERVER,
     ) -> None:
         self.client = client
         self.model = model
         self.max_iterations = max_iterations
         self.max_tokens = max_tokens
         self.max_tool_result_chars = max_tool_result_chars
+        self.observer = observer
 
     async def run(self, request: RunRequest, emit: EventSink | None = None) -> RunResult:
+        with self.observer.agent_run(request.session_key, request.context.depth) as watch:
+            result = await self._run(request, emit)
+            watch.finished(result.status, result.usage)
+            return result
+
+    async def _run(self, request: RunRequest, emit: EventSink | None) -> RunResult:
         model = request.model or self.model
         max_iterations = request.max_iterations or self.max_iterations
         cancel = request.cancel
@@ -280,7 +291,12 @@ class AgentLoop:
                 await send(ToolProgress(call_id, name, fraction, message))
 
             context = replace(request.context, progress=progress)
-            outcome = await self._run_tool(name, args, request, context)
+            arguments = args if isinstance(args, dict) else {}
+            known = request.tools.get(name) is not None
+            with self.observer.tool_call(call_id, name, arguments, known) as watch:
+                outcome = await self._run_tool(name, args, request, context)
+                cancelled = request.cancel.cancelled and outcome.content == CANCELLED_RESULT
+                watch.finished(outcome.is_error, outcome.content, cancelled=cancelled)
             await send(ToolFinished(call_id, name, outcome.is_error, time.monotonic() - started))
             content = fix_text(self._cap(name, outcome.content)) or "(empty)"
             return tool_result_block(call_id, content, outcome.is_error, outcome.images)

@@ -8,8 +8,13 @@ turn is this process's CPU time (every thread) over the measured turns; the fake
 reported apart. The same turns through `bench.bare.BareBot` (the libraries alone) give the
 floor under Perch. `--profile` adds a cProfile pass that says where Perch's time goes, and
 the same for the floor with the difference by package (`--profile-dir` keeps the profiles).
+`--observe` adds what metrics and tracing cost: the same turns with both off, metrics on,
+tracing on (exporting to a fake collector in the wire process) and both, alternated over
+`--rounds` rounds (medians), the CPU of one `/metrics` scrape, and what the hooks a turn
+calls cost in each mode, measured alone (with both off, the only work they add).
 
     .venv/bin/python -m bench.overhead [--turns 400] [--streaming partial|off|both] [--profile]
+    .venv/bin/python -m bench.overhead --observe [--rounds 3] [--streaming partial]
 """
 
 from __future__ import annotations
@@ -17,16 +22,22 @@ from __future__ import annotations
 import asyncio
 import cProfile
 import functools
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from agents.model import ModelRequest, ModelResponse, Usage
 from bench.bare import BareBot
 from bench.harness import telegram_daemon, wait_idle
 from bench.profiling import difference, tally, where_time_went
 from bench.report import Report, parser, percentile
 from bench.wire import Wire, pin_apart, use_loopback
+from bot.daemon import Daemon
+from bot.observe.telemetry import OFF, Telemetry, build_telemetry
+from bot.process.logs import trace_id_var
+from tests.harness import make_config
 
 PROFILE_DIR = ""  # set from --profile-dir
 
@@ -108,6 +119,122 @@ def _per_turn(before: dict[str, Any], after: dict[str, Any], turns: int) -> str:
     return ", ".join(parts)
 
 
+def observe_modes(wire: Wire) -> dict[str, dict[str, Any]]:
+    metrics = {"metrics.enabled": True, "metrics.listen": "127.0.0.1:0"}
+    tracing = {"tracing.enabled": True, "tracing.endpoint": wire.collector_url}
+    return {"off": {}, "metrics": metrics, "tracing": tracing, "both": {**metrics, **tracing}}
+
+
+async def observed_turns(
+    wire: Wire, daemon: Daemon, turns: int, users: int, warmup: int
+) -> tuple[float, float]:
+    """CPU per turn (ms, every thread, the last spans' export included) and the p50."""
+    idle = functools.partial(wait_idle, daemon)
+    await run_turns(wire, idle, warmup, users)
+    tracing = getattr(daemon.parts.telemetry, "tracing", None) if daemon.parts else None
+    if tracing is not None:
+        await asyncio.to_thread(tracing.flush)
+    await wire.call("turns")
+    cpu = time.process_time()
+    await run_turns(wire, idle, turns, users, first=warmup)
+    if tracing is not None:
+        await asyncio.to_thread(tracing.flush)
+    cpu = time.process_time() - cpu
+    measured = (await wire.call("turns"))["turns"]
+    return cpu / turns * 1000, percentile([t["to_send_ms"] for t in measured], 50)
+
+
+async def scrape_cpu(daemon: Daemon) -> float:
+    """CPU (ms) of one `GET /metrics`, the store read for the gauges included."""
+    import aiohttp
+
+    assert daemon.parts is not None and daemon.parts.metrics is not None
+    async with aiohttp.ClientSession() as http:
+        cpu = time.process_time()
+        for _ in range(20):
+            async with http.get(daemon.parts.metrics.url) as response:
+                await response.read()
+        return (time.process_time() - cpu) / 20 * 1000
+
+
+def hooks_cpu_us(telemetry: Telemetry, n: int) -> float:
+    """µs of CPU (every thread) per turn for what a one-call turn asks of `telemetry`: the
+    turn, its trace-id log context, the session note, the agent run, one model call (with
+    its first text and usage) and one send; the same calls a turn makes, in a loop. With
+    tracing on, the spans' export (encoding, the POST to the collector) is included."""
+    observer = telemetry.observer
+    request = ModelRequest("claude-sonnet-5-5", [], [])
+    response = ModelResponse([], "end_turn", Usage(1200, 40, 0, 0, 0.004), "claude-sonnet-5-5")
+    cpu = time.process_time()
+    for _ in range(n):
+        with telemetry.turn("telegram", "dm", "run") as probe:
+            token = trace_id_var.set(probe.trace_id)
+            telemetry.conversation("session")
+            with observer.agent_run("session", 0) as run:
+                with observer.model_call("anthropic", "claude-sonnet-5-5", request) as call:
+                    call.first_text()
+                    call.finished(response)
+                run.finished("ok", response.usage)
+            with telemetry.send("telegram"):
+                pass
+            trace_id_var.reset(token)
+            probe.finished("ok")
+    tracing = getattr(telemetry, "tracing", None)
+    if tracing is not None:
+        tracing.flush()
+    return (time.process_time() - cpu) / n * 1e6
+
+
+async def measure_hooks(wire: Wire, report: Report, n: int = 20_000) -> None:
+    """The hooks alone, per mode: steadier than the whole turn, whose noise is larger."""
+    report.add("[observe off] what a turn asks of telemetry, CPU", hooks_cpu_us(OFF, n), "µs")
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode, settings in observe_modes(wire).items():
+            if mode == "off":
+                continue
+            config = make_config(Path(tmp), wire.anthropic_url, settings)
+            telemetry = build_telemetry(config)
+            try:
+                per_turn = await asyncio.to_thread(hooks_cpu_us, telemetry, n // 4)
+            finally:
+                await telemetry.aclose()
+            report.add(f"[{mode} on] what a turn asks of telemetry, CPU", per_turn, "µs")
+
+
+async def measure_observe(
+    wire: Wire, report: Report, turns: int, users: int, warmup: int, rounds: int, streaming: str
+) -> None:
+    """Metrics, tracing and both against both off, `rounds` rounds alternating the modes."""
+    modes = observe_modes(wire)
+    cpu: dict[str, list[float]] = {mode: [] for mode in modes}
+    p50: dict[str, list[float]] = {mode: [] for mode in modes}
+    scrapes: list[float] = []
+    for _ in range(rounds):
+        for mode, settings in modes.items():
+            async with telegram_daemon(wire, streaming=streaming, overrides=settings) as daemon:
+                per_turn, median = await observed_turns(wire, daemon, turns, users, warmup)
+                cpu[mode].append(per_turn)
+                p50[mode].append(median)
+                if mode == "metrics":
+                    scrapes.append(await scrape_cpu(daemon))
+    off_cpu, off_p50 = percentile(cpu["off"], 50), percentile(p50["off"], 50)
+    report.add("[observe off] CPU per turn (median of rounds)", off_cpu, "ms")
+    report.add("[observe off] update -> sendMessage p50", off_p50, "ms")
+    for mode in ("metrics", "tracing", "both"):
+        mode_cpu, mode_p50 = percentile(cpu[mode], 50), percentile(p50[mode], 50)
+        report.add(f"[{mode} on] CPU per turn (median of rounds)", mode_cpu, "ms")
+        report.add(f"[{mode} on] CPU per turn minus off", mode_cpu - off_cpu, "ms")
+        report.add(f"[{mode} on] p50 minus off", mode_p50 - off_p50, "ms")
+    report.add("one GET /metrics scrape, CPU", percentile(scrapes, 50), "ms")
+    await measure_hooks(wire, report)
+    received = await wire.call("spans")
+    report.note(
+        f"the collector received {received['spans']} spans in {received['exports']} exports; "
+        f"CPU per turn by round: "
+        + "; ".join(f"{m} {', '.join(f'{v:.2f}' for v in cpu[m])}" for m in modes)
+    )
+
+
 async def main_async(turns: int, users: int, warmup: int, streaming: str, profile: bool) -> Report:
     report = Report("overhead", "1. Per-turn overhead of Perch (Telegram, zero-latency model)")
     async with Wire() as wire:
@@ -152,6 +279,10 @@ def main() -> None:
     p.add_argument("--profile", action="store_true", help="add a cProfile pass per mode")
     p.add_argument("--profile-dir", help="with --profile, also save each profile there (pstats)")
     p.add_argument("--pin", action="store_true", help="pin Perch and the fakes to separate CPUs")
+    p.add_argument(
+        "--observe", action="store_true", help="measure metrics and tracing against both off"
+    )
+    p.add_argument("--rounds", type=int, default=3, help="--observe: rounds of the 4 modes")
     args = p.parse_args()
     use_loopback()
     if args.pin:
@@ -163,8 +294,24 @@ def main() -> None:
     PROFILE_DIR = args.profile_dir or ""
     if PROFILE_DIR:
         Path(PROFILE_DIR).mkdir(parents=True, exist_ok=True)
-    report = asyncio.run(main_async(args.turns, users, args.warmup, args.streaming, args.profile))
+    if args.observe:
+        streaming = "partial" if args.streaming == "both" else args.streaming
+        report = asyncio.run(observe_async(args.turns, users, args.warmup, args.rounds, streaming))
+    else:
+        report = asyncio.run(
+            main_async(args.turns, users, args.warmup, args.streaming, args.profile)
+        )
     report.save(args.json)
+
+
+async def observe_async(turns: int, users: int, warmup: int, rounds: int, streaming: str) -> Report:
+    report = Report(
+        "overhead", "1b. What metrics and tracing cost per turn (Telegram, zero-latency model)"
+    )
+    async with Wire() as wire:
+        await wire.call("model", delay=0.0)
+        await measure_observe(wire, report, turns, users, warmup, rounds, streaming)
+    return report
 
 
 if __name__ == "__main__":

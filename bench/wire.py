@@ -1,7 +1,7 @@
 """The fake wire in a process of its own: Bot API and model fakes, driven over stdin/stdout.
 
-`python -m bench.wire` serves the fake Telegram Bot API and the fake Anthropic API of
-`tests/fakes/` on 127.0.0.1, prints their addresses as one JSON line, then runs one scenario
+`python -m bench.wire` serves the fake Telegram Bot API, the fake Anthropic API and the fake
+OTLP trace collector of `tests/fakes/` on 127.0.0.1, prints their addresses as one JSON line, then runs one scenario
 per JSON command read from stdin and answers each with one JSON line. Keeping the fakes here
 keeps their CPU out of the process that measures Perch; `Wire` is the measuring side's handle.
 Times are `time.monotonic()`, which on Linux is one clock for every process.
@@ -26,6 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
+from tests.fakes.otlp import FakeCollector
 from tests.fakes.telegram import FakeTelegram
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,12 +177,17 @@ class _TurnRecord:
 class Scenarios:
     telegram: BenchTelegram
     model: BenchModel
+    collector: FakeCollector
     open_turns: list[_TurnRecord] = field(default_factory=list)
     closed_turns: list[dict[str, float]] = field(default_factory=list)
     _users: itertools.count[int] = field(default_factory=lambda: itertools.count(10_000_000))
 
     async def ping(self) -> dict[str, Any]:
         return {}
+
+    async def spans(self) -> dict[str, Any]:
+        """How many spans the collector has received (and in how many exports)."""
+        return {"spans": len(self.collector.spans), "exports": self.collector.requests}
 
     async def set_model(self, delay: float) -> dict[str, Any]:
         self.model.delay = delay
@@ -398,8 +404,8 @@ async def serve() -> None:
         os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
     telegram = BenchTelegram()
     await telegram.start()
-    async with BenchModel() as model:
-        scenarios = Scenarios(telegram, model)
+    async with BenchModel() as model, FakeCollector() as collector:
+        scenarios = Scenarios(telegram, model, collector)
         handlers: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
             "ping": scenarios.ping,
             "model": scenarios.set_model,
@@ -407,6 +413,7 @@ async def serve() -> None:
             "turns": scenarios.turns,
             "burst": scenarios.burst,
             "flood": scenarios.flood,
+            "spans": scenarios.spans,
         }
         _answer(
             {
@@ -414,6 +421,7 @@ async def serve() -> None:
                 "token": telegram.token,
                 "bot": telegram.username,
                 "anthropic": model.base_url,
+                "collector": collector.url,
             }
         )
         loop = asyncio.get_running_loop()
@@ -453,6 +461,7 @@ class Wire:
         self._proc: asyncio.subprocess.Process | None = None
         self.telegram_url = ""
         self.anthropic_url = ""
+        self.collector_url = ""  # an OTLP/HTTP trace collector (base URL)
         self.token = ""
         self.bot = ""
 
@@ -466,6 +475,7 @@ class Wire:
         info = await self._read(30)
         self.telegram_url = info["telegram"]
         self.anthropic_url = info["anthropic"]
+        self.collector_url = info["collector"]
         self.token = info["token"]
         self.bot = info["bot"]
         return self

@@ -5,8 +5,10 @@ constructor; nothing is attached or set afterwards. Where two parts would need e
 the graph is cut by design: the `cron` tool writes through the `JobBook`, which the
 scheduler (built after the gateway) waits on; sub-agent results wait in the announcer's
 queue, which the gateway takes from; `/stop` from other instances is published by
-`StopRequests` and applied by the cluster's listener. The daemon (`bot/daemon.py`) opens the
-store and the channels' adapters, calls `build`, then starts the parts `Parts` holds.
+`StopRequests` and applied by the cluster's listener. The telemetry (metrics and traces,
+`bot/observe/`) comes first: the model router, the loop, turns and sends report to it. The
+daemon (`bot/daemon.py`) opens the store and the channels' adapters, calls `build`, then
+starts the parts `Parts` holds.
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ from bot.gateway import Gateway
 from bot.media.chat import ChatMedia
 from bot.model_choice import ModelChoices
 from bot.notices import OwnerLine
+from bot.observe.server import MetricsServer
+from bot.observe.telemetry import Telemetry, build_telemetry
 from bot.operator.control_server import ControlServer, DaemonControl
 from bot.owner import policies
-from bot.process.status import DaemonStatus
+from bot.process.status import DaemonStatus, StatusSource
 from bot.recovery import InboxRecovery
 from bot.store.roles import Store
 from bot.subagent_host import ChildSessions, LaneAnnouncer, subagent_limits
@@ -75,18 +79,22 @@ class Parts:
     status: DaemonStatus
     beacon: InstanceBeacon
     control: ControlServer
+    telemetry: Telemetry
+    metrics: MetricsServer | None  # GET /metrics, when metrics.enabled
 
 
 def build(config: Config, store: Store, channels: Mapping[str, Channel], instance_id: str) -> Parts:
     """Create every part of a daemon on an open `store` with built `channels` adapters."""
     agent = config.agent
-    client = build_router(config)
+    telemetry = build_telemetry(config, instance_id)
+    client = build_router(config, telemetry.observer)
     loop = AgentLoop(
         client,
         agent.model,
         max_iterations=agent.max_iterations,
         max_tokens=agent.max_tokens,
         max_tool_result_chars=agent.max_tool_result_chars,
+        observer=telemetry.observer,
     )
     skills = skill_catalog(config)  # read by the prompt, read_skill and exec alike
     models = ModelChoices(store, config)
@@ -97,8 +105,8 @@ def build(config: Config, store: Store, channels: Mapping[str, Channel], instanc
     # The tools: the workspace's, chats', cron's and the MCP servers'; then `spawn`.
     media = ChatMedia(config, channels)
     cron = JobBook(config, store)
-    mcp = McpHost(config)
-    messenger = ChatMessenger(config, store, channels)
+    mcp = McpHost(config, telemetry.mcp_headers)
+    messenger = ChatMessenger(config, store, channels, telemetry)
     base_tools = build_tools(
         config, [MessageTool(messenger), CronTool(cron), *media.tools()], mcp.providers(), skills
     )
@@ -142,6 +150,7 @@ def build(config: Config, store: Store, channels: Mapping[str, Channel], instanc
         media=media,
         models=models,
         after_run=[upkeep.after_run, *([budget.after_run] if budget.enabled else [])],
+        telemetry=telemetry,
     )
     access = AccessControl(
         store, policies(config, list(config.channels.all())), owner.pairing_request
@@ -173,7 +182,14 @@ def build(config: Config, store: Store, channels: Mapping[str, Channel], instanc
         poll_every=cron_poll_every(store),
     )
     cluster = Cluster(store, channels, config.channels, gateway, recovery)
-    status = DaemonStatus(config, channels, cluster, [gateway, scheduler, mcp])
+    metrics = None
+    if telemetry.metrics is not None:
+        metrics = MetricsServer(
+            config.metrics, telemetry.metrics, channels, cluster, gateway, store, budget
+        )
+    reporting: list[StatusSource] = [gateway, scheduler, mcp, telemetry]
+    reporting += [metrics] if metrics is not None else []
+    status = DaemonStatus(config, channels, cluster, reporting)
     beacon = InstanceBeacon(store, status.snapshot, instance_id)
     control = ControlServer(
         socket_path(config),
@@ -197,4 +213,6 @@ def build(config: Config, store: Store, channels: Mapping[str, Channel], instanc
         status=status,
         beacon=beacon,
         control=control,
+        telemetry=telemetry,
+        metrics=metrics,
     )

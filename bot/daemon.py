@@ -5,8 +5,8 @@ builds the channels' adapters (`channels.registry.build_channels`: the enabled p
 config key; this module names no platform) and every other part (`bot/build.py`, the whole
 object graph in one place), then starts them: MCP servers, the channels (one that cannot
 reach its platform keeps retrying in its adapter; the daemon keeps running), crash recovery
-of the inbox, sub-agent announcements, the scheduler and the control socket, and tells
-systemd it is READY. Start is exception-safe: if any step raises, what was opened
+of the inbox, sub-agent announcements, the scheduler, the control socket and (when on) the
+metrics endpoint, and tells systemd it is READY. Start is exception-safe: if any step raises, what was opened
 (adapters, store thread, instance lock) is closed again and `StartupError` names the step in
 one line. `stop()` is the SIGTERM path: stop intake, let runs finish up to
 `gateway.shutdown_grace`, cancel the rest cleanly, close the parts, the channels and the
@@ -140,6 +140,9 @@ class Daemon:
         self._step = "starting the scheduler"
         await parts.scheduler.start()
         await parts.control.start()
+        if parts.metrics is not None:
+            self._step = f"serving metrics on {config.metrics.listen}"
+            await parts.metrics.start()
         self._status_task = asyncio.create_task(self._write_status_forever(parts))
         log.info(
             "Perch ready in %.0f ms: model %s, channels %s, workspace %s",
@@ -223,6 +226,8 @@ class Daemon:
         parts = self.parts
         if parts is not None:
             await parts.control.stop()
+            if parts.metrics is not None:
+                await parts.metrics.stop()
             cancelled = await parts.gateway.drain(self.config.gateway.shutdown_grace)
             if cancelled:
                 log.warning("cancelled %d run(s) that did not finish in time", cancelled)
@@ -234,6 +239,7 @@ class Daemon:
                 ("upkeep", parts.upkeep.stop),
                 ("channels", parts.cluster.close),
                 ("model client", parts.client.aclose),
+                ("telemetry", parts.telemetry.aclose),  # the last spans, within a bound
                 ("instance row", parts.beacon.gone),
             ]
             for part, close in closing:

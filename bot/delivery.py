@@ -27,6 +27,8 @@ its duration in edit intervals, however many deltas the model sends.
 
 A cancelled turn (`/stop`) leaves no raw text: the preview is edited to the cleaned partial
 text, or deleted when nothing of it would be shown. A silent final reply deletes its preview.
+Each text handed to the platform is one `telemetry.send(channel)` (a counted send, and a
+span of the turn's trace).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from agents.sanitize import (
     strip_heartbeat_ok,
     strip_silent_token,
 )
+from bot.observe.telemetry import OFF, Telemetry
 from channels.base import Channel, ChatRef, Outbound, ReplyStream, ShowsTools
 from markup.fences import fenced_blocks
 
@@ -166,7 +169,12 @@ def _may_become_token(text: str) -> bool:
 
 
 async def send_reply(
-    channels: Mapping[str, Channel], chat: ChatRef, text: str, *, kind: ReplyKind = "reply"
+    channels: Mapping[str, Channel],
+    chat: ChatRef,
+    text: str,
+    *,
+    kind: ReplyKind = "reply",
+    telemetry: Telemetry = OFF,
 ) -> str:
     """The whole pipeline for a reply that is not streamed: clean, then send to `chat`.
 
@@ -182,7 +190,8 @@ async def send_reply(
         reason = f"channel {chat.channel} is not running"
         raise DeliveryError(f"cannot deliver to {where}: {reason}", reason)
     try:
-        await channel.send(Outbound(chat, clean))
+        with telemetry.send(chat.channel):
+            await channel.send(Outbound(chat, clean))
     except Exception as exc:
         raise DeliveryError(f"sending to {where} failed: {exc}", str(exc)) from exc
     return clean
@@ -273,11 +282,12 @@ class Preview:
 class TurnReply:
     """One turn's reply to one chat: a preview while the model streams, then the final text."""
 
-    def __init__(self, channel: Channel, chat: ChatRef) -> None:
+    def __init__(self, channel: Channel, chat: ChatRef, telemetry: Telemetry = OFF) -> None:
         self.channel = channel
         self.chat = chat
         self.stream = channel.reply_stream(chat)
         self.preview = Preview(self.stream)
+        self.telemetry = telemetry
 
     def close(self) -> None:
         """The turn is over, however it ended: no preview refresh runs after this."""
@@ -302,13 +312,13 @@ class TurnReply:
         A silent reply deletes the preview, where the platform can."""
         self.preview.close()
         clean = clean_reply(text)
-        await self.stream.finish(clean)
+        await self._finish(clean)
         return bool(clean)
 
     async def fail(self, message: str) -> None:
         """Replace the preview with a message of the daemon's own (a failed turn)."""
         self.preview.close()
-        await self.stream.finish(message)
+        await self._finish(message)
 
     async def cancel(self) -> None:
         """The run was stopped: leave the cleaned partial text, or delete the preview.
@@ -318,4 +328,11 @@ class TurnReply:
         if not self.preview.shown:
             await self.stream.abort()
             return
-        await self.stream.finish(settled)
+        await self._finish(settled)
+
+    async def _finish(self, text: str) -> None:
+        if not text:  # deletes the preview, where there is one: nothing is sent
+            await self.stream.finish(text)
+            return
+        with self.telemetry.send(self.chat.channel):
+            await self.stream.finish(text)

@@ -370,7 +370,8 @@ class Gateway:
             log.error("cannot reply on %s: channel not running", chat.channel)
             return
         try:
-            await channel.send(Outbound(chat, text, urgent=urgent))
+            with self.runner.telemetry.send(chat.channel):  # counted, and a span of a turn's
+                await channel.send(Outbound(chat, text, urgent=urgent))
         except Exception as exc:
             log.error("sending to %s on %s failed: %s", chat.chat_id, chat.channel, exc)
 

@@ -6,7 +6,9 @@ pair, turn limit, pruning, pairing repair), runs the agent loop while showing ty
 streamed preview, persists the run's messages in one transaction, and hands the final text
 to `bot.delivery.TurnReply` (the one delivery path: clean -> NO_REPLY -> render -> chunk ->
 send; the preview shows only cleaned text too). A cancelled run is saved too (its history
-is valid by construction); its preview is left showing the cleaned partial text.
+is valid by construction); its preview is left showing the cleaned partial text. Each turn
+runs inside `telemetry.turn(...)` (metrics, the root span of its trace), and its log lines
+carry its run id, session and trace id.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from bot.delivery import TurnReply, cut_long_texts
 from bot.lanes import Pending, Turn
 from bot.media.chat import ChatMedia
 from bot.model_choice import ModelChoices
-from bot.process.logs import run_id_var, session_var
+from bot.observe.labels import NO_CHANNEL
+from bot.observe.telemetry import OFF, Telemetry
+from bot.process.logs import run_id_var, session_var, trace_id_var
 from bot.routing import encode_chat
 from bot.sessions import SessionKey
 from bot.store.roles import History, Sessions
@@ -92,6 +96,7 @@ class TurnRunner:
         media: ChatMedia | None = None,  # attachments in, files and reactions out
         models: ModelChoices | None = None,  # /model choices; None: always agent.model
         after_run: Sequence[SessionListener] = (),  # told of each finished model run
+        telemetry: Telemetry = OFF,  # metrics and traces of each turn
     ) -> None:
         self.config = config
         self.store = store
@@ -104,11 +109,17 @@ class TurnRunner:
         self.media = media
         self.models = models
         self.after_run = tuple(after_run)
+        self.telemetry = telemetry
 
     async def run(
         self, key: SessionKey, turn: Turn, chat: ChatRef | None, mode: PromptMode = "full"
     ) -> TurnOutcome:
         """Run `turn`; with `chat`, stream to it and deliver there, else only return."""
+        return await self._observed(key, turn, chat, self._run(key, turn, chat, mode))
+
+    async def _run(
+        self, key: SessionKey, turn: Turn, chat: ChatRef | None, mode: PromptMode
+    ) -> TurnOutcome:
         channel = self.channels.get(chat.channel) if chat is not None else None
         if chat is not None and channel is None:
             log.error("no channel %r for session %s", chat.channel, key)
@@ -130,7 +141,8 @@ class TurnRunner:
             verdict = check_input(text, mode=guard.mode, max_chars=guard.max_message_chars)
             if verdict.blocked:
                 if channel is not None and chat is not None:
-                    await channel.send(Outbound(chat, BLOCKED_REPLY))
+                    with self.telemetry.send(chat.channel):
+                        await channel.send(Outbound(chat, BLOCKED_REPLY))
                 return TurnOutcome(None, channel is not None, blocked=True)
             user_content = [*images, text_block(verdict.text)]
         if self.media is None:
@@ -141,6 +153,27 @@ class TurnRunner:
             return await self.run_content(key, turn, chat, user_content, channel=channel, mode=mode)
         finally:
             self.media.end(turn.run_id)
+
+    async def _observed(
+        self, key: SessionKey, turn: Turn, chat: ChatRef | None, work: Awaitable[TurnOutcome]
+    ) -> TurnOutcome:
+        """`work` (the turn) run with its log context (run id, session, trace id), inside
+        the turn's telemetry."""
+        run_token = run_id_var.set(turn.run_id)
+        session_token = session_var.set(str(key))
+        channel = chat.channel if chat is not None and chat.channel else NO_CHANNEL
+        try:
+            with self.telemetry.turn(channel, key.kind, turn.run_id) as probe:
+                trace_token = trace_id_var.set(probe.trace_id)
+                try:
+                    outcome = await work
+                finally:
+                    trace_id_var.reset(trace_token)
+                probe.finished(turn_outcome(outcome))
+                return outcome
+        finally:
+            run_id_var.reset(run_token)
+            session_var.reset(session_token)
 
     async def run_content(
         self,
@@ -153,30 +186,10 @@ class TurnRunner:
         mode: PromptMode = "full",
         origin: str | None = None,
     ) -> TurnOutcome:
-        """Run a turn whose user message is already built (also used by the scheduler)."""
-        run_token = run_id_var.set(turn.run_id)
-        session_token = session_var.set(str(key))
-        try:
-            return await self._run_content(
-                key, turn, chat, user_content, channel=channel, mode=mode, origin=origin
-            )
-        finally:
-            run_id_var.reset(run_token)
-            session_var.reset(session_token)
-
-    async def _run_content(
-        self,
-        key: SessionKey,
-        turn: Turn,
-        chat: ChatRef | None,
-        user_content: list[Block],
-        *,
-        channel: Channel | None,
-        mode: PromptMode,
-        origin: str | None,
-    ) -> TurnOutcome:
+        """Run a turn whose user message is already built (`run` observes it)."""
         turns = self.config.agent.history_turns
         session, stored, total = await load_session(self.store, str(key), turns)
+        self.telemetry.conversation(session.id)
         history = self._history(session, stored)
         chosen = await self.models.chosen(str(key)) if self.models is not None else ""
         runtime = RuntimeInfo(
@@ -210,7 +223,7 @@ class TurnRunner:
             reply: TurnReply | None = None
             if channel is not None and chat is not None:
                 await stack.enter_async_context(channel.typing(chat))
-                reply = TurnReply(channel, chat)
+                reply = TurnReply(channel, chat, self.telemetry)
                 stack.callback(reply.close)
             try:
                 result = await self.loop.run(request, reply.on_event if reply else None)
@@ -231,7 +244,8 @@ class TurnRunner:
             if reply is not None and unanswered and empty_answer(result):
                 # Silence here reads as a hung daemon (not NO_REPLY, a chosen one): say so.
                 log.warning("model %s sent back an empty answer in %s", result.model, key)
-                await reply.channel.send(Outbound(reply.chat, EMPTY_REPLY))
+                with self.telemetry.send(reply.chat.channel):
+                    await reply.channel.send(Outbound(reply.chat, EMPTY_REPLY))
                 delivered = True
         log.info(
             "turn %s in %.2fs by %s, %d iterations, %d+%d tokens, $%.4f",
@@ -315,6 +329,14 @@ async def _widened(
             return stored[starts[-max_turns] :], total
         limit *= 4
         stored, total = await store.recent_messages(session_id, limit)
+
+
+def turn_outcome(outcome: TurnOutcome) -> str:
+    """How a turn ended, as metrics count it: the run's status, `blocked` by the input guard,
+    or `skipped` (no model run: nothing left after media, or no channel for the chat)."""
+    if outcome.blocked:
+        return "blocked"
+    return outcome.result.status if outcome.result is not None else "skipped"
 
 
 def empty_answer(result: RunResult) -> bool:

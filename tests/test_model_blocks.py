@@ -102,8 +102,9 @@ def test_the_constructors_build_the_messages_api_shapes() -> None:
 _BLOCK_LITERAL = re.compile(
     r"""\{\s*["']type["']\s*:\s*["'](text|image|tool_use|tool_result)["']"""
 )
-# Chat Completions message parts look like text blocks but are that API's wire format.
-_WIRE_FORMATS = {"agents/model.py", "agents/providers/openai_wire.py"}
+# Chat Completions message parts look like text blocks but are that API's wire format; so are
+# the OpenTelemetry GenAI message parts a span records (`{"type": "text", "content": ...}`).
+_WIRE_FORMATS = {"agents/model.py", "agents/providers/openai_wire.py", "bot/observe/spans.py"}
 
 
 def test_blocks_are_built_only_by_the_constructors_in_agents_model() -> None:

@@ -14,7 +14,9 @@ environment (PATH, HOME, ... plus its `env`), and is stopped by closing its stdi
 SIGTERM, then SIGKILL; if the daemon itself dies, the closed stdin ends it.
 
 Calls never wait for a server that is not up (they fail at once with the state), are bounded
-by `timeout_s`, and fail promptly when the connection dies under them.
+by `timeout_s`, and fail promptly when the connection dies under them. Over HTTP, each request
+also carries what `request_headers()` gives at that moment (the caller's trace context,
+`traceparent`): the SDK sends a call's request in the caller's `contextvars` context.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal, Protocol, TextIO
 
@@ -44,6 +46,7 @@ HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 State = Literal["starting", "up", "down", "disabled", "stopped"]
+RequestHeaders = Callable[[], Mapping[str, str]]
 CONNECT_TIMEOUT_S = 30.0
 MAX_BACKOFF_S = 60.0
 STOP_GRACE_S = 5.0
@@ -92,9 +95,15 @@ def describe(exc: BaseException) -> str:
 class McpConnection:
     """The supervisor of one server; `on_change` is called whenever state or tools change."""
 
-    def __init__(self, spec: ServerSpec, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        spec: ServerSpec,
+        on_change: Callable[[], None],
+        request_headers: RequestHeaders | None = None,
+    ) -> None:
         self.spec = spec
         self._on_change = on_change
+        self._request_headers = request_headers
         self.state: State = "starting" if spec.enabled else "disabled"
         self.error = ""
         self.tools: list[types.Tool] = []
@@ -221,11 +230,18 @@ class McpConnection:
             async with stdio_client(params, errlog=_errlog()) as streams:
                 yield streams
         else:
+            hooks = {"request": [self._add_headers]} if self._request_headers else None
             async with (
-                httpx2.AsyncClient(timeout=HTTP_TIMEOUT, headers=spec.headers or None) as http,
+                httpx2.AsyncClient(
+                    timeout=HTTP_TIMEOUT, headers=spec.headers or None, event_hooks=hooks
+                ) as http,
                 streamable_http_client(spec.url, http_client=http) as streams,
             ):
                 yield streams
+
+    async def _add_headers(self, request: httpx2.Request) -> None:
+        if self._request_headers is not None:
+            request.headers.update(self._request_headers())
 
     async def _serve_until_stopped(self) -> None:
         """`_serve_once`, cut short when `stop()` comes while it is still connecting."""

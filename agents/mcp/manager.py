@@ -5,7 +5,8 @@ server that is up, named `<server>__<tool>` (characters the model API refuses be
 name is cut at 64), and `generation` moves whenever that list changes, so registries rebuild
 their cached schemas only then. `start()` launches one supervisor task per enabled server and
 returns at once; `wait_settled()` waits until each server is up or has failed once (for
-`perch mcp list`); `stop()` stops them all, each child process cleanly.
+`perch mcp list`); `stop()` stops them all, each child process cleanly. `request_headers`
+(optional) adds headers to each HTTP request of a call (the daemon's trace context).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import mcp_types as types
 
-from agents.mcp.connection import McpCallError, McpConnection, ServerSpec
+from agents.mcp.connection import McpCallError, McpConnection, RequestHeaders, ServerSpec
 from agents.mcp.results import map_result
 from agents.tools.base import Tool, ToolContext, ToolError, ToolResult
 
@@ -64,10 +65,12 @@ class McpTool:
 class McpManager:
     """Supervises the configured servers and offers the tools of those that are up."""
 
-    def __init__(self, specs: Iterable[ServerSpec]) -> None:
+    def __init__(
+        self, specs: Iterable[ServerSpec], request_headers: RequestHeaders | None = None
+    ) -> None:
         self._generation = 0
         self._tools: list[McpTool] = []
-        self.connections = {s.name: McpConnection(s, self._changed) for s in specs}
+        self.connections = {s.name: McpConnection(s, self._changed, request_headers) for s in specs}
         self._tasks: list[asyncio.Task[None]] = []
         self._settled = asyncio.Event()
         self._check_settled()

@@ -6,7 +6,8 @@ model of the default provider (`claude-sonnet-5-5` means `anthropic/claude-sonne
 `openrouter/anthropic/claude-x` is OpenRouter's model `anthropic/claude-x`). When a model gives up with a failure another model may not share
 (429, 5xx, overload, timeout, unreachable, unknown model), the call moves to the next name of
 `fallbacks`; each model is tried once per call. `ModelResponse.model` is the qualified name
-of the model that answered, so the loop can keep using it for the rest of its turn.
+of the model that answered, so the loop can keep using it for the rest of its turn. Each
+model tried is one call to the `RunObserver` (`agents.observer`), with its provider's name.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from agents.model import ModelClient, ModelError, ModelRequest, ModelResponse, TextCallback
+from agents.observer import NO_OBSERVER, ModelCallWatch, RunObserver
 from agents.providers.model_names import DEFAULT_PROVIDER, parse_model_name
 
 log = logging.getLogger(__name__)
@@ -31,9 +33,11 @@ class ModelRouter:
         *,
         default_provider: str = DEFAULT_PROVIDER,
         fallbacks: Sequence[str] = (),
+        observer: RunObserver = NO_OBSERVER,
     ) -> None:
         if not providers:
             raise ValueError("ModelRouter needs at least one provider")
+        self.observer = observer
         self.providers = dict(providers)
         self.default_provider = default_provider
         self.fallbacks = tuple(self.qualify(f) for f in fallbacks)
@@ -72,7 +76,10 @@ class ModelRouter:
                     kind="not_found",
                 )
             try:
-                response = await client.complete(replace(request, model=model), on_text)
+                with self.observer.model_call(provider, model, request) as watch:
+                    call = replace(request, model=model)
+                    response = await client.complete(call, _noting_first(on_text, watch))
+                    watch.finished(response)
             except ModelError as exc:
                 if exc.may_fall_back and index + 1 < len(chain):
                     log.warning(
@@ -109,3 +116,19 @@ class ModelRouter:
     async def aclose(self) -> None:
         for client in self.providers.values():
             await client.aclose()
+
+
+def _noting_first(on_text: TextCallback | None, watch: ModelCallWatch) -> TextCallback | None:
+    """`on_text` that tells `watch` when the first text arrives (None stays None)."""
+    if on_text is None:
+        return None
+    first = True
+
+    async def noting(delta: str) -> None:
+        nonlocal first
+        if first:
+            first = False
+            watch.first_text()
+        await on_text(delta)
+
+    return noting

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
+from agents.observer import NO_OBSERVER, RunObserver
 from agents.pricing import Price
 from agents.providers.model_names import DEFAULT_PROVIDER, parse_model_name
 from agents.providers.router import ModelRouter
@@ -135,8 +136,9 @@ def missing_key(config: Config) -> str | None:
     return None
 
 
-def build_router(config: Config) -> ModelRouter:
-    """The daemon's model client: every configured provider, the configured fallbacks."""
+def build_router(config: Config, observer: RunObserver = NO_OBSERVER) -> ModelRouter:
+    """The daemon's model client: every configured provider, the configured fallbacks;
+    each model call is reported to `observer` (metrics, traces)."""
     from agents.providers import make_provider
 
     clients = {
@@ -152,4 +154,6 @@ def build_router(config: Config) -> ModelRouter:
         )
         for name, settings in config.providers.items()
     }
-    return ModelRouter(clients, default_provider=DEFAULT_PROVIDER, fallbacks=fallbacks(config))
+    return ModelRouter(
+        clients, default_provider=DEFAULT_PROVIDER, fallbacks=fallbacks(config), observer=observer
+    )

@@ -1,7 +1,7 @@
 """The validated shape of `config.yaml`: the `Config` root model and its smaller sections.
 
 Each larger section has a module of its own beside this one (`agent.py`, `providers.py`,
-`mcp.py`, `media.py`; channels come from their plug-ins through `channels.registry`).
+`mcp.py`, `media.py`, `observe.py` for `metrics:` and `tracing:`; channels come from their plug-ins through `channels.registry`).
 `load.py` reads the file into a `Config`. Durations need a unit (`45s`, `10m`, `2h`, `1d`,
 `250ms`); a bare `0` (off) is the only number accepted, so `every: 30` is an error rather
 than a silent 30 seconds.
@@ -19,6 +19,7 @@ from pydantic import Field, field_validator
 from bot.config.agent import AgentConfig, Duration, StrictModel, check_timezone
 from bot.config.mcp import McpConfig
 from bot.config.media import MediaConfig
+from bot.config.observe import MetricsConfig, TracingConfig
 from bot.config.providers import ProvidersConfig
 from channels.registry import ChannelsConfig, default_channels, validate_channels
 
@@ -125,6 +126,8 @@ class Config(StrictModel):
     media: MediaConfig = Field(default_factory=MediaConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     secrets: SecretsConfig = Field(default_factory=SecretsConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
 
     # Where the file was read from; relative paths in it are resolved against its folder.
     source: Path | None = Field(None, exclude=True)

@@ -292,7 +292,13 @@ class Heartbeat:
         if chat is None:
             return "silent"
         try:
-            sent = await send_reply(gateway.channels, chat, result.text, kind="heartbeat")
+            sent = await send_reply(
+                gateway.channels,
+                chat,
+                result.text,
+                kind="heartbeat",
+                telemetry=gateway.runner.telemetry,  # the send is counted
+            )
         except DeliveryError as exc:
             log.error("heartbeat: %s", exc)
             return "error"

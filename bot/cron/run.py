@@ -138,7 +138,8 @@ class JobRunner:
                 return RunOutcome("ok", "NO_REPLY: nothing sent")
             return RunOutcome("ok", "deliver_to none: the result stays in the job's session")
         try:
-            sent = await send_reply(gateway.channels, chat, result.text)
+            telemetry = gateway.runner.telemetry  # the send is counted
+            sent = await send_reply(gateway.channels, chat, result.text, telemetry=telemetry)
         except DeliveryError as exc:
             return RunOutcome("error", str(exc), transient=True)
         if not sent:

@@ -226,6 +226,7 @@ class Scheduler:
                 "so it was not run"
             )
             log.warning("cron job %s missed: %s", job.label, detail)
+            self.gateway.runner.telemetry.cron_run("missed")
             await self.jobs.record_run(CronRun(job.id, now, now, "missed", detail))
             await self.jobs.update(
                 job.id,
@@ -361,6 +362,7 @@ class Scheduler:
             detail += f"; gave up after {len(self.retry_delays)} retries"
         log_level = logging.WARNING if outcome.status in ("error", "skipped") else logging.INFO
         log.log(log_level, "cron job %s: %s%s", job.label, outcome.status, f" ({detail})")
+        self.gateway.runner.telemetry.cron_run(outcome.status)
         error = detail if outcome.status in ("error", "skipped") else ""
         failures = 0
         if retry_at is not None and not outcome.wait:

@@ -24,6 +24,7 @@ from typing import Any
 from bot.config.errors import EXIT_CONFIG, ConfigError
 from bot.config.load import load_config, require_api_key
 from bot.config.mcp import mcp_secrets
+from bot.config.observe import observe_secrets
 from bot.config.paths import config_path, log_path, template_text
 from bot.config.schema import Config
 from bot.operator import control_cli, cron_cli, mcp_cli, onboard, skills_cli, store_cli
@@ -109,6 +110,7 @@ def _secrets(config: Config) -> list[str]:
         *secrets(config.channels),
         *mcp_secrets(config.mcp),
         config.agent.web_search.api_key,
+        *observe_secrets(config.metrics, config.tracing),
     ]
 
 

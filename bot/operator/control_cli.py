@@ -16,7 +16,7 @@ from bot.operator.control_client import run_command
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    return run_command(args, "status", {})
+    return run_command(args, "status", {"json": True} if args.json else {})
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
@@ -54,7 +54,10 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 def register(sub: Any, add: Any) -> None:
     """Add the commands to `perch`'s parser (called by `bot.operator.cli.build_parser`)."""
-    add("status", cmd_status, "what the running daemon is doing, and today's spend")
+    st = add("status", cmd_status, "what the running daemon is doing, and today's spend")
+    st.add_argument(
+        "--json", action="store_true", help="the status as JSON (with metrics and slow turns)"
+    )
     s = add("sessions", cmd_sessions, "list conversations, most recent first")
     s.add_argument("--limit", type=int, default=50)
     s.add_argument("--all", action="store_true", help="include archived conversations (/new)")

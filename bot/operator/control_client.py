@@ -90,6 +90,8 @@ async def dispatch(config: Config, op: str, payload: dict[str, Any]) -> Reply:
     if op == "status":
         payload = {**payload, "offline_status": read_status(status_path(config))}
         if not config.store.url and not config.db_path.exists():
+            if payload.get("json"):
+                return _not_running(f"no database yet at {config.db_path}")
             lines = [f"Perch is not running (no database yet at {config.db_path}).", *notes]
             return Reply(0, "\n".join(lines) + "\n")
 
@@ -97,6 +99,8 @@ async def dispatch(config: Config, op: str, payload: dict[str, Any]) -> Reply:
         store = await open_store(config.store_target)
     except StoreUnavailable as exc:
         where = redact_url(str(config.store_target))
+        if op == "status" and payload.get("json"):
+            return _not_running(f"database {where}: {exc}")
         if op == "status":
             lines = ["Perch is not running.", f"  database: {where}: {exc}", *notes]
             return Reply(0, "\n".join(lines) + "\n")
@@ -105,3 +109,8 @@ async def dispatch(config: Config, op: str, payload: dict[str, Any]) -> Reply:
         return await run_op(OpContext(config, store), op, payload)
     finally:
         await store.close()
+
+
+def _not_running(why: str) -> Reply:
+    """`perch status --json` with no daemon and no database to read."""
+    return Reply(0, json.dumps({"running": False, "note": why}, indent=1) + "\n")

@@ -1,11 +1,14 @@
 """`perch status` and `perch sessions`: what the daemon does, what it spent, what it holds.
 
 `render_daemon` turns a daemon's status (live, or its status file) into the lines people
-read; `unresolved_notes` says which `${VAR}`s the command did without.
+read; with `json` the status is printed as one JSON object instead (`running`, the daemon's
+own status with its metrics and slowest recent turns and their trace ids, and `today`);
+`unresolved_notes` says which `${VAR}`s the command did without.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -33,10 +36,49 @@ def render_daemon(daemon: dict[str, Any]) -> list[str]:
     for extra in ("next_heartbeat", "next_cron"):
         if daemon.get(extra):
             lines.append(f"  {extra.replace('_', ' ')}: {daemon[extra]}")
+    return lines + telemetry_lines(daemon)
+
+
+def telemetry_lines(daemon: dict[str, Any]) -> list[str]:
+    """Where the metrics are, where traces go, and the slowest recent turn."""
+    lines = []
+    if daemon.get("metrics_endpoint"):
+        lines.append(f"  metrics: {daemon['metrics_endpoint']}")
+    tracing = daemon.get("tracing") or {}
+    if tracing.get("enabled"):
+        lines.append(
+            f"  tracing: to {tracing.get('endpoint')}, collector {tracing.get('collector')}, "
+            f"{tracing.get('spans_dropped', 0)} spans dropped"
+        )
+    for turn in (daemon.get("slow_turns") or [])[:1]:
+        trace = f", trace {turn['trace_id']}" if turn.get("trace_id") else ""
+        lines.append(
+            f"  slowest recent turn: {turn.get('seconds', 0):.1f} s on "
+            f"{turn.get('channel')} ({turn.get('outcome')}{trace})"
+        )
     return lines
 
 
+async def status_json(ctx: OpContext, daemon: dict[str, Any] | None) -> Reply:
+    """`perch status --json`: the daemon's status dict (or `running: false`) and today's use."""
+    today = await ctx.store.usage_since(day_start())
+    data = {
+        "running": daemon is not None,
+        **(daemon or {}),
+        "today": {
+            "input_tokens": today.input_tokens + today.cache_read_tokens,
+            "output_tokens": today.output_tokens,
+            "cost_usd": round(today.cost_usd, 6),
+        },
+    }
+    return Reply(0, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
 async def op_status(ctx: OpContext, args: dict[str, Any]) -> Reply:
+    if args.get("json"):
+        offline = args.get("offline_status")
+        live = ctx.live.status() if ctx.live is not None else None
+        return await status_json(ctx, live or (offline if isinstance(offline, dict) else None))
     if ctx.live is not None:
         lines = render_daemon(ctx.live.status())
     else:

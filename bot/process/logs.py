@@ -3,7 +3,8 @@
 `setup_logging(level, fmt, secrets)` installs a root handler whose filter replaces every
 configured secret value and anything shaped like a token (`sk-ant-`, `Bearer ...`, and the
 token shapes each channel plug-in declares in `redact`) with `[REDACTED]`, in the message and
-in exception text. `run_id` and `session` context variables are added to every line of a run.
+in exception text. `run_id` and `session` context variables are added to every line of a run,
+and `trace_id` (the turn's OpenTelemetry trace, when it is traced) to every line of a turn.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from channels import registry
 
 run_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("run_id", default="")
 session_var: contextvars.ContextVar[str] = contextvars.ContextVar("session", default="")
+trace_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("trace_id", default="")
 
 TOKEN_PATTERNS = [
     *registry.redaction_patterns(),
@@ -66,6 +68,7 @@ class RedactingFilter(logging.Filter):
             record.exc_text = self.redact(record.exc_text)
         record.__dict__["run_id"] = run_id_var.get()
         record.__dict__["session"] = session_var.get()
+        record.__dict__["trace_id"] = trace_id_var.get()
         return True
 
 
@@ -78,6 +81,8 @@ class TextFormatter(logging.Formatter):
             ctx = f" run={run_id}"
         if session:
             ctx += f" session={session}"
+        if trace_id := getattr(record, "trace_id", ""):
+            ctx += f" trace={trace_id}"
         line = f"{stamp} {record.levelname:<7} {record.name}{ctx}: {record.getMessage()}"
         if record.exc_text:
             line += "\n" + record.exc_text
@@ -92,7 +97,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        for field in ("run_id", "session"):
+        for field in ("run_id", "session", "trace_id"):
             value = getattr(record, field, "")
             if value:
                 data[field] = value

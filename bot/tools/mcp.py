@@ -26,19 +26,24 @@ from bot.config.mcp import server_specs
 from bot.config.schema import Config
 
 if TYPE_CHECKING:
+    from agents.mcp.connection import RequestHeaders
     from agents.mcp.manager import McpManager
 
 log = logging.getLogger(__name__)
 
 
-def build_manager(config: Config, exclude: Collection[str] = ()) -> McpManager:
-    """The manager for `mcp.servers` but `exclude` (blocking: it may probe the sandbox once)."""
+def build_manager(
+    config: Config, exclude: Collection[str] = (), request_headers: RequestHeaders | None = None
+) -> McpManager:
+    """The manager for `mcp.servers` but `exclude` (blocking: it may probe the sandbox once);
+    `request_headers` go with each HTTP request of a call (the trace context)."""
     from agents.mcp.manager import McpManager
 
     base = config.source.parent if config.source is not None else None
     specs = [s for s in server_specs(config.mcp, base) if s.name not in exclude]
     return McpManager(
-        sandboxed(config, spec) if config.mcp.servers[spec.name].sandbox else spec for spec in specs
+        (sandboxed(config, s) if config.mcp.servers[s.name].sandbox else s for s in specs),
+        request_headers,
     )
 
 
@@ -65,10 +70,12 @@ def sandboxed(config: Config, spec: ServerSpec) -> ServerSpec:
 
 
 class McpHost:
-    """A `ToolProvider` over the MCP manager, which exists once the SDK is loaded."""
+    """A `ToolProvider` over the MCP manager, which exists once the SDK is loaded;
+    `request_headers` go with each HTTP request of a call (the trace context)."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, request_headers: RequestHeaders | None = None) -> None:
         self.config = config
+        self.request_headers = request_headers
         self.manager: McpManager | None = None
         self._loading: asyncio.Task[None] | None = None
 
@@ -94,7 +101,7 @@ class McpHost:
         except ImportError as exc:
             log.error("mcp: the MCP SDK cannot be imported (%s); reinstall Perch", exc)
             return
-        manager = await asyncio.to_thread(build_manager, self.config)
+        manager = await asyncio.to_thread(build_manager, self.config, (), self.request_headers)
         manager.start()
         self.manager = manager
 

@@ -22,6 +22,7 @@ from agents.tools.base import ToolError
 from agents.tools.message import TARGET_FORMS
 from bot.config.schema import Config
 from bot.delivery import DeliveryError, clean_reply, send_reply
+from bot.observe.telemetry import OFF, Telemetry
 from bot.owner import owner_ids, policies
 from bot.routing import decode_chat, parse_target
 from bot.store.roles import Pairing
@@ -107,10 +108,17 @@ class TargetPolicy:
 class ChatMessenger:
     """`agents.tools.message.Messenger`: checks the target against the policy, then sends."""
 
-    def __init__(self, config: Config, store: Pairing, channels: Mapping[str, Channel]) -> None:
+    def __init__(
+        self,
+        config: Config,
+        store: Pairing,
+        channels: Mapping[str, Channel],
+        telemetry: Telemetry = OFF,  # each send is counted
+    ) -> None:
         self.config = config
         self.store = store
         self.channels = channels
+        self.telemetry = telemetry
 
     def policy(self) -> TargetPolicy:
         return TargetPolicy.from_config(self.config, self.channels)
@@ -133,7 +141,7 @@ class ChatMessenger:
         if not clean_reply(text):
             raise ToolError("the message is empty after cleaning (NO_REPLY is never sent)")
         try:
-            clean = await send_reply(self.channels, chat, text)
+            clean = await send_reply(self.channels, chat, text, telemetry=self.telemetry)
         except DeliveryError as exc:
             log.error("message tool in %s: sending to %s failed: %s", session_key, where, exc)
             raise ToolError(f"sending to {where} failed: {exc.reason}") from None

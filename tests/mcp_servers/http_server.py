@@ -1,7 +1,8 @@
 """A Streamable HTTP MCP server: `python -m tests.mcp_servers.http_server [name]`.
 
 It listens on 127.0.0.1 at a port the OS picks and prints `PORT <n>` on stdout once it
-accepts connections; the MCP endpoint is `/mcp`."""
+accepts connections; the MCP endpoint is `/mcp`. Besides the tools both test servers offer,
+`traceparent` answers with the W3C `traceparent` header its call's HTTP request carried."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import socket
 import sys
 
 import uvicorn
+from mcp.server.mcpserver import Context
 
 from tests.mcp_servers.tools import build_server
 
@@ -18,7 +20,14 @@ async def main(name: str) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    app = build_server(name).streamable_http_app()
+    mcp = build_server(name)
+
+    @mcp.tool()
+    def traceparent(ctx: Context) -> str:
+        """The traceparent header this call's HTTP request carried ("none": none)."""
+        return (ctx.headers or {}).get("traceparent", "none")
+
+    app = mcp.streamable_http_app()
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
