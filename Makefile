@@ -30,7 +30,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy agents bot channels http11
+	$(BIN)/mypy agents bot channels
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider

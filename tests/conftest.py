@@ -1,5 +1,4 @@
-"""Test-wide environment: no proxies (slack_sdk ignores NO_PROXY), loopback only, and
-Perch's own HTTP client in use whatever the shell sets (`PERCH_HTTP11` is cleared)."""
+"""Test-wide environment: no proxies (slack_sdk ignores NO_PROXY), loopback only."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ for _var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_prox
 os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 os.environ["no_proxy"] = "127.0.0.1,localhost"
 os.environ["PTB_TIMEDELTA"] = "1"
-os.environ.pop("PERCH_HTTP11", None)  # the tests exercise Perch's own HTTP client
 
 # The store backends (SQLite, and a throwaway PostgreSQL server for the session).
 from tests.store_backends import backend, postgres_server  # noqa: E402, F401
