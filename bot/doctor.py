@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 from zoneinfo import ZoneInfo
 
-import httpx
+import aiohttp
 
 from bot.config import Config
 from bot.doctor_models import model_checks
@@ -49,7 +49,8 @@ class Check:
 
 async def run_checks(config: Config) -> list[Check]:
     checks: list[Check] = [Check(True, "config", f"{config.source} is valid")]
-    async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as http:
+    timeout = aiohttp.ClientTimeout(total=TIMEOUT)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
         model_probe = asyncio.create_task(_models(config, http))
         probes: list[Callable[[], Awaitable[Check]]] = []
         for name in config.channels.enabled():
@@ -68,12 +69,12 @@ async def run_checks(config: Config) -> list[Check]:
     return checks
 
 
-async def _models(config: Config, http: httpx.AsyncClient) -> list[Check]:
+async def _models(config: Config, http: aiohttp.ClientSession) -> list[Check]:
     return [Check(*result) for result in await model_checks(config, http)]
 
 
 async def _channel(
-    name: str, options: ChannelOptions, probe: Probe, http: httpx.AsyncClient
+    name: str, options: ChannelOptions, probe: Probe, http: aiohttp.ClientSession
 ) -> Check:
     """One enabled channel's plug-in probe, as a doctor line."""
     try:

@@ -27,7 +27,7 @@ import ssl
 import urllib.request
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 from telegram._utils.defaultvalue import DefaultValue
@@ -125,13 +125,13 @@ class AiohttpRequest(BaseRequest):
             ) as response:
                 return response.status, await response.read()
         except (aiohttp.ServerTimeoutError, TimeoutError) as exc:
-            raise TimedOut(f"Timed out: {_describe(exc)}") from exc
+            raise TimedOut(f"Timed out: {_describe(exc, url)}") from exc
         except OSError as exc:  # aiohttp's connection errors are OSErrors too; TLS errors
             if exc.errno == errno.ETIMEDOUT:  # TCP_USER_TIMEOUT: the write timed out
-                raise TimedOut(f"Timed out: {_describe(exc)}") from exc
-            raise NetworkError(f"aiohttp.{_describe(exc)}") from exc
+                raise TimedOut(f"Timed out: {_describe(exc, url)}") from exc
+            raise NetworkError(f"aiohttp.{_describe(exc, url)}") from exc
         except aiohttp.ClientError as exc:  # an answer that is not HTTP, a bad payload
-            raise NetworkError(f"aiohttp.{_describe(exc)}") from exc
+            raise NetworkError(f"aiohttp.{_describe(exc, url)}") from exc
         finally:
             self._slots.release()
 
@@ -202,10 +202,14 @@ def write_timed_socket(seconds: float | None) -> Callable[[Any], socket.socket]:
     return make
 
 
-def _describe(exc: BaseException) -> str:
-    """`ClassName: what happened`, without the URL (it holds the bot token)."""
+def _describe(exc: BaseException, url: str) -> str:
+    """`ClassName: what happened`, with the URL (it holds the bot token) cut to its origin."""
     if isinstance(exc, aiohttp.ClientResponseError):
         return f"{type(exc).__name__}: {exc.message}"
     if isinstance(exc, aiohttp.InvalidURL):
         return f"{type(exc).__name__}: invalid URL"
-    return f"{type(exc).__name__}: {exc}"
+    parts = urlsplit(url)
+    text = str(exc)
+    for path in {parts.path, quote(parts.path)} - {""}:
+        text = text.replace(path, "")
+    return f"{type(exc).__name__}: {text}"
