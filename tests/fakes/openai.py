@@ -13,8 +13,8 @@ before every answer, as DeepSeek and vLLM do. `GET /v1/models` lists `models`.
 from __future__ import annotations
 
 import asyncio
-import socket
 import json
+import socket
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
