@@ -4,8 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CONFIG ?= config.yaml
+LOWEST := .venv-lowest
 
-.PHONY: setup run init test lint format typecheck unit bench install-service clean
+.PHONY: setup run init test test-lowest lint format typecheck unit bench install-service clean
 
 setup: $(STAMP)
 
@@ -37,6 +38,15 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
+# The suite again on the lowest version pyproject.toml allows of each direct dependency (uv's
+# lowest-direct resolution), in a venv of its own: proves the declared floors. uv's cache
+# (~/.cache/uv) makes a rerun quick.
+test-lowest: $(STAMP)
+	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet uv
+	$(BIN)/uv venv --quiet --clear --python $(BIN)/python $(LOWEST)
+	$(BIN)/uv pip install --quiet --python $(LOWEST)/bin/python --resolution lowest-direct -e '.[dev]'
+	$(LOWEST)/bin/python -m pytest -q -p no:cacheprovider
+
 bench: $(STAMP)
 	$(BIN)/python -m bench.run_all
 
@@ -44,4 +54,4 @@ install-service:
 	systemd/install.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOWEST) .pytest_cache .mypy_cache .ruff_cache

@@ -10,6 +10,7 @@ floor under Perch. `--profile` adds a cProfile pass that says where Perch's time
 the same for the floor with the difference by package (`--profile-dir` keeps the profiles).
 
     .venv/bin/python -m bench.overhead [--turns 400] [--streaming partial|off|both] [--profile]
+        [--uvloop]   (the event loop of this process: uvloop, which must be installed)
 """
 
 from __future__ import annotations
@@ -152,6 +153,7 @@ def main() -> None:
     p.add_argument("--profile", action="store_true", help="add a cProfile pass per mode")
     p.add_argument("--profile-dir", help="with --profile, also save each profile there (pstats)")
     p.add_argument("--pin", action="store_true", help="pin Perch and the fakes to separate CPUs")
+    p.add_argument("--uvloop", action="store_true", help="run Perch and the floor on uvloop")
     args = p.parse_args()
     use_loopback()
     if args.pin:
@@ -163,7 +165,15 @@ def main() -> None:
     PROFILE_DIR = args.profile_dir or ""
     if PROFILE_DIR:
         Path(PROFILE_DIR).mkdir(parents=True, exist_ok=True)
-    report = asyncio.run(main_async(args.turns, users, args.warmup, args.streaming, args.profile))
+    run = main_async(args.turns, users, args.warmup, args.streaming, args.profile)
+    if args.uvloop:
+        import uvloop  # not a dependency: `pip install uvloop` to compare
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            report = runner.run(run)
+        report.note(f"event loop: uvloop {uvloop.__version__}")
+    else:
+        report = asyncio.run(run)
     report.save(args.json)
 
 

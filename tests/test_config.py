@@ -236,12 +236,23 @@ def _perch_run(path: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     [
         (b"agent:\n  model: caf\xe9\n", "not UTF-8 text (byte 0xe9 on line 2)"),
         (b"\xff\xfea\x00:\x00", "not UTF-8 text (byte 0xff on line 1)"),
-        (b"agent: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested more than 32 levels deep"),
-        (
+        # Short ids: pytest before 9.2 puts the whole bytes into the test id, and so into
+        # PYTEST_CURRENT_TEST, which the `perch run` child inherits (E2BIG).
+        pytest.param(
+            b"agent: " + b"[" * 5000 + b"]" * 5000 + b"\n",
+            "nested more than 32 levels deep",
+            id="5000-deep-flow-list",
+        ),
+        pytest.param(
             "".join(f"{'  ' * depth}k{depth}:\n" for depth in range(3000)).encode(),
             "nested more than 32 levels deep",
+            id="3000-deep-block-map",
         ),
-        (b"agent: " + b"{a: " * 40 + b"1" + b"}" * 40 + b"\n", "nested more than 32 levels deep"),
+        pytest.param(
+            b"agent: " + b"{a: " * 40 + b"1" + b"}" * 40 + b"\n",
+            "nested more than 32 levels deep",
+            id="40-deep-flow-map",
+        ),
     ],
 )
 def test_unreadable_or_absurdly_nested_file_exits_78_with_one_line(
