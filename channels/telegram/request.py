@@ -30,7 +30,6 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
-from telegram._utils.defaultvalue import DefaultValue
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
@@ -40,6 +39,7 @@ POOL_TIMEOUT_TEXT = (
     "Request was *not* sent to Telegram."
 )
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+_DEFAULT = type(BaseRequest.DEFAULT_NONE)  # PTB's "not given" marker class
 NO_TYPE = ("Content-Type",)
 
 
@@ -63,7 +63,7 @@ class AiohttpRequest(BaseRequest):
         self._write_timeout = max(write_timeout or 0.0, media_write_timeout or 0.0) or None
         self._slots = asyncio.Semaphore(connection_pool_size)
         self._proxies = env_proxies()
-        self._proxy_for: dict[tuple[str, str], str | None] = {}
+        self._proxy_for: dict[str, str | None] = {}
         self._ssl: ssl.SSLContext | None = None
         self._session: aiohttp.ClientSession | None = None
 
@@ -84,6 +84,7 @@ class AiohttpRequest(BaseRequest):
         )
         self._session = aiohttp.ClientSession(
             connector=connector,
+            cookie_jar=aiohttp.DummyCookieJar(),  # the Bot API sets none
             headers={"User-Agent": self.USER_AGENT},
             timeout=aiohttp.ClientTimeout(total=None),
         )
@@ -106,11 +107,11 @@ class AiohttpRequest(BaseRequest):
         session = self._session
         if session is None or session.closed:
             raise RuntimeError("This AiohttpRequest is not initialized!")
-        if isinstance(read_timeout, DefaultValue):
+        if isinstance(read_timeout, _DEFAULT):
             read_timeout = self._read_timeout
-        if isinstance(connect_timeout, DefaultValue):
+        if isinstance(connect_timeout, _DEFAULT):
             connect_timeout = self._connect_timeout
-        if isinstance(pool_timeout, DefaultValue):
+        if isinstance(pool_timeout, _DEFAULT):
             pool_timeout = self._pool_timeout
         timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout, sock_read=read_timeout)
         await self._take_slot(pool_timeout)
@@ -146,11 +147,12 @@ class AiohttpRequest(BaseRequest):
             raise TimedOut(POOL_TIMEOUT_TEXT) from None
 
     def _proxy(self, url: str) -> str | None:
-        parts = urlsplit(url)
-        key = (parts.scheme, parts.hostname or "")
-        if key not in self._proxy_for:
-            self._proxy_for[key] = proxy_for(self._proxies, *key)
-        return self._proxy_for[key]
+        end = url.find("/", url.find("//") + 2)
+        origin = url if end < 0 else url[:end]  # scheme://host:port, cheaply
+        if origin not in self._proxy_for:
+            parts = urlsplit(url)
+            self._proxy_for[origin] = proxy_for(self._proxies, parts.scheme, parts.hostname or "")
+        return self._proxy_for[origin]
 
 
 def _body(request_data: RequestData | None) -> dict[str, Any]:
