@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -52,11 +53,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         quiet_stderr="console" in config.channels.enabled() and sys.stdin.isatty(),
     )
     try:
-        asyncio.run(Daemon(config).run())
+        with asyncio.Runner(loop_factory=event_loop_factory(config.gateway.event_loop)) as runner:
+            runner.run(Daemon(config).run())
     except StartupError as exc:  # what was opened is closed again; one line, no traceback
         print(f"perch: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def event_loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The loop factory for `gateway.event_loop`: uvloop's, or None (asyncio's own), also
+    when uvloop is not installed (it is a dependency on Linux and macOS only)."""
+    if name != "uvloop":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        logging.getLogger(__name__).info("uvloop is not installed; running on asyncio's loop")
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
 
 
 def cmd_init(args: argparse.Namespace) -> int:

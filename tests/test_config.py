@@ -319,3 +319,26 @@ def test_error_lines_quote_the_bad_value_once(tmp_path: Path, text: str) -> None
     message = str(err.value)
     for value in ("Mars/Base", "9-5", "ownr", "lots"):
         assert message.count(value) <= 1, message
+
+
+def test_the_daemon_runs_on_uvloop_unless_the_config_asks_for_asyncio(tmp_path: Path) -> None:
+    import uvloop
+
+    from bot.cli import event_loop_factory
+
+    path = tmp_path / "config.yaml"
+    path.write_text("gateway: {event_loop: asyncio}\n")
+    assert load_config(path, ENV).gateway.event_loop == "asyncio"
+    assert event_loop_factory("asyncio") is None  # asyncio.Runner's own loop
+    path.write_text("agent: {id: main}\n")
+    default = load_config(path, ENV).gateway.event_loop
+    factory = event_loop_factory(default)
+    assert factory is not None
+    loop = factory()
+    try:
+        assert isinstance(loop, uvloop.Loop)
+    finally:
+        loop.close()
+    path.write_text("gateway: {event_loop: trio}\n")
+    with pytest.raises(ConfigError, match="gateway.event_loop"):
+        load_config(path, ENV)
