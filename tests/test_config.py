@@ -340,5 +340,5 @@ def test_the_daemon_runs_on_uvloop_unless_the_config_asks_for_asyncio(tmp_path: 
     finally:
         loop.close()
     path.write_text("gateway: {event_loop: trio}\n")
-    with pytest.raises(ConfigError, match="gateway.event_loop"):
+    with pytest.raises(ConfigError, match=r"gateway\.event_loop"):
         load_config(path, ENV)
