@@ -28,9 +28,9 @@ from agents.providers import anthropic as anthropic_provider
 from agents.providers import openai as openai_provider
 from agents.providers.anthropic import AnthropicClient
 from agents.providers.retry import Failure
+from tests.certificates import self_signed
 from tests.fakes.blackhole import unaccepting_port
 from tests.fakes.raw_http import Answer, RawServer, Seen, reply
-from tests.test_telegram_request import _self_signed
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -262,7 +262,7 @@ async def test_tls_trusts_ssl_cert_file_and_refuses_a_certificate_for_another_na
         return Answer([SSE_HEAD, *message_stream("secure")])
 
     for name, works in (("127.0.0.1", True), ("api.perch.test", False)):
-        cert, key = _self_signed(tmp_path / name, name)
+        cert, key = self_signed(tmp_path / name, name)
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         tls.load_cert_chain(cert, key)
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # read when the client is made

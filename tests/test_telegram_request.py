@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import gzip
-import ipaddress
 import json
 import socket
 import ssl
@@ -20,16 +19,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from telegram import Bot, InputFile
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
 from telegram.request import HTTPXRequest, RequestData
 from telegram.request._requestparameter import RequestParameter
 
 from channels.telegram.request import AiohttpRequest
+from tests.certificates import self_signed
 from tests.fakes.blackhole import unaccepting_port
 from tests.fakes.raw_http import Answer, RawServer, Seen, reply
 from tests.fakes.telegram import FakeTelegram
@@ -348,7 +344,7 @@ async def test_the_proxy_comes_from_the_environment_read_once(
 async def test_tls_uses_the_system_store_and_ssl_cert_file_and_checks_the_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cert, key = _self_signed(tmp_path, "127.0.0.1")
+    cert, key = self_signed(tmp_path, "127.0.0.1")
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
@@ -362,7 +358,7 @@ async def test_tls_uses_the_system_store_and_ssl_cert_file_and_checks_the_name(
             assert await bot.send_chat_action(42, "typing") is True
         assert len(raw.seen) == 2 and raw.seen[0].conn == raw.seen[1].conn
 
-    other, other_key = _self_signed(tmp_path / "other", "perch.test")  # trusted, wrong name
+    other, other_key = self_signed(tmp_path / "other", "perch.test")  # trusted, wrong name
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(other, other_key)
     monkeypatch.setenv("SSL_CERT_FILE", str(other))
@@ -375,37 +371,3 @@ async def test_tls_uses_the_system_store_and_ssl_cert_file_and_checks_the_name(
 
 def _form(**params: str) -> RequestData:
     return RequestData([RequestParameter.from_input(k, v) for k, v in params.items()])
-
-
-def _self_signed(where: Path, name: str) -> tuple[Path, Path]:
-    """A CA-flagged self-signed certificate for `name` (an IP address or a host name)."""
-    where.mkdir(parents=True, exist_ok=True)
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    try:
-        alt: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(name))
-    except ValueError:
-        alt = x509.DNSName(name)
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([alt]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = where / "cert.pem", where / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
