@@ -1,8 +1,8 @@
-"""Benchmark 10: CPU per Bot API call, PTB's httpx transport against Perch's keep-alive one.
+"""Benchmark 10: CPU per Bot API call, PTB's httpx request against Perch's aiohttp one.
 
 The same `telegram.Bot` sends `sendChatAction` (a turn's typing call) and `sendMessage` to the
 fake Bot API in the wire process: once over PTB's own `HTTPXRequest`, once over
-`channels.telegram.keepalive.KeepAliveRequest` (what the Telegram channel uses). Calls run one
+`channels.telegram.request.AiohttpRequest` (what the Telegram channel uses). Calls run one
 at a time and 8 at once (the run cap); the two transports alternate for 3 rounds, and each
 figure is the median of its rounds, CPU time of this process per call.
 
@@ -21,7 +21,7 @@ from telegram.request import BaseRequest, HTTPXRequest
 
 from bench.report import Report, parser
 from bench.wire import Wire, pin_apart, use_loopback
-from channels.telegram.keepalive import KeepAliveRequest
+from channels.telegram.request import AiohttpRequest
 
 ROUNDS = 3
 AT_ONCE = 8
@@ -29,7 +29,7 @@ CHAT = 1001
 
 TRANSPORTS: dict[str, Callable[[], BaseRequest]] = {
     "httpx (PTB's default)": lambda: HTTPXRequest(connection_pool_size=64),
-    "keep-alive (Perch)": lambda: KeepAliveRequest(connection_pool_size=64),
+    "aiohttp (Perch)": lambda: AiohttpRequest(connection_pool_size=64),
 }
 
 
@@ -50,7 +50,7 @@ async def cpu_per_call(bot: Bot, calls: int, at_once: int, method: str) -> float
 
 
 async def main_async(calls: int) -> Report:
-    report = Report("botapi", "10. CPU per Bot API call: PTB's httpx against Perch's keep-alive")
+    report = Report("botapi", "10. CPU per Bot API call: PTB's httpx against Perch's aiohttp")
     runs: dict[tuple[str, str, int], list[float]] = {}
     async with Wire() as wire:
         for _ in range(ROUNDS):

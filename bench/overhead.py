@@ -15,6 +15,7 @@ calls cost in each mode, measured alone (with both off, the only work they add).
 
     .venv/bin/python -m bench.overhead [--turns 400] [--streaming partial|off|both] [--profile]
     .venv/bin/python -m bench.overhead --observe [--rounds 3] [--streaming partial]
+        [--uvloop]   (the event loop of this process: uvloop, which must be installed)
 """
 
 from __future__ import annotations
@@ -283,6 +284,7 @@ def main() -> None:
         "--observe", action="store_true", help="measure metrics and tracing against both off"
     )
     p.add_argument("--rounds", type=int, default=3, help="--observe: rounds of the 4 modes")
+    p.add_argument("--uvloop", action="store_true", help="run Perch and the floor on uvloop")
     args = p.parse_args()
     use_loopback()
     if args.pin:
@@ -296,11 +298,17 @@ def main() -> None:
         Path(PROFILE_DIR).mkdir(parents=True, exist_ok=True)
     if args.observe:
         streaming = "partial" if args.streaming == "both" else args.streaming
-        report = asyncio.run(observe_async(args.turns, users, args.warmup, args.rounds, streaming))
+        run = observe_async(args.turns, users, args.warmup, args.rounds, streaming)
     else:
-        report = asyncio.run(
-            main_async(args.turns, users, args.warmup, args.streaming, args.profile)
-        )
+        run = main_async(args.turns, users, args.warmup, args.streaming, args.profile)
+    if args.uvloop:
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            report = runner.run(run)
+        report.note(f"event loop: uvloop {uvloop.__version__}")
+    else:
+        report = asyncio.run(run)
     report.save(args.json)
 
 

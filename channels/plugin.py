@@ -13,13 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from channels.base import Channel
 from channels.options import ChannelOptions
 
 if TYPE_CHECKING:
-    import httpx
+    import aiohttp
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,7 @@ class ChannelContext:
 
 
 Factory = Callable[[ChannelOptions, ChannelContext], Channel]
-Probe = Callable[[ChannelOptions, "httpx.AsyncClient"], Awaitable[ProbeResult]]
+Probe = Callable[[ChannelOptions, "aiohttp.ClientSession"], Awaitable[ProbeResult]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,17 +86,18 @@ class ChannelPlugin:
 
 
 async def probe_json(
-    http: httpx.AsyncClient, method: str, url: str, **kwargs: object
+    http: aiohttp.ClientSession, method: str, url: str, **kwargs: Any
 ) -> tuple[int, dict[str, object]]:
     """The status and JSON object a platform answered; `ProbeUnreachable` if none came."""
-    import httpx
+    import aiohttp
 
     try:
-        response = await http.request(method, url, **kwargs)  # type: ignore[arg-type]
-        data = response.json()
-    except (httpx.HTTPError, ValueError) as exc:
+        async with http.request(method, url, **kwargs) as response:
+            data = await response.json(content_type=None)
+            status = response.status
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         raise ProbeUnreachable(type(exc).__name__) from None
-    return response.status_code, data if isinstance(data, dict) else {}
+    return status, data if isinstance(data, dict) else {}
 
 
 class ProbeUnreachable(Exception):

@@ -1,5 +1,4 @@
-"""Test-wide environment: no proxies (slack_sdk ignores NO_PROXY), loopback only, and
-Perch's own HTTP client in use whatever the shell sets (`PERCH_HTTP11` is cleared); no
+"""Test-wide environment: no proxies (slack_sdk ignores NO_PROXY), loopback only; no
 `OTEL_*` setting of the shell reaches the tracing tests."""
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ for _var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_prox
 os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 os.environ["no_proxy"] = "127.0.0.1,localhost"
 os.environ["PTB_TIMEDELTA"] = "1"
-os.environ.pop("PERCH_HTTP11", None)  # the tests exercise Perch's own HTTP client
 for _var in [name for name in os.environ if name.startswith("OTEL_")]:
     os.environ.pop(_var)
 

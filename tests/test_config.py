@@ -232,12 +232,23 @@ def _perch_run(path: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     [
         (b"agent:\n  model: caf\xe9\n", "not UTF-8 text (byte 0xe9 on line 2)"),
         (b"\xff\xfea\x00:\x00", "not UTF-8 text (byte 0xff on line 1)"),
-        (b"agent: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested more than 32 levels deep"),
-        (
+        # Short ids: pytest before 9.2 puts the whole bytes into the test id, and so into
+        # PYTEST_CURRENT_TEST, which the `perch run` child inherits (E2BIG).
+        pytest.param(
+            b"agent: " + b"[" * 5000 + b"]" * 5000 + b"\n",
+            "nested more than 32 levels deep",
+            id="5000-deep-flow-list",
+        ),
+        pytest.param(
             "".join(f"{'  ' * depth}k{depth}:\n" for depth in range(3000)).encode(),
             "nested more than 32 levels deep",
+            id="3000-deep-block-map",
         ),
-        (b"agent: " + b"{a: " * 40 + b"1" + b"}" * 40 + b"\n", "nested more than 32 levels deep"),
+        pytest.param(
+            b"agent: " + b"{a: " * 40 + b"1" + b"}" * 40 + b"\n",
+            "nested more than 32 levels deep",
+            id="40-deep-flow-map",
+        ),
     ],
 )
 def test_unreadable_or_absurdly_nested_file_exits_78_with_one_line(
@@ -304,3 +315,26 @@ def test_error_lines_quote_the_bad_value_once(tmp_path: Path, text: str) -> None
     message = str(err.value)
     for value in ("Mars/Base", "9-5", "ownr", "lots"):
         assert message.count(value) <= 1, message
+
+
+def test_the_daemon_runs_on_uvloop_unless_the_config_asks_for_asyncio(tmp_path: Path) -> None:
+    import uvloop
+
+    from bot.cli import event_loop_factory
+
+    path = tmp_path / "config.yaml"
+    path.write_text("gateway: {event_loop: asyncio}\n")
+    assert load_config(path, ENV).gateway.event_loop == "asyncio"
+    assert event_loop_factory("asyncio") is None  # asyncio.Runner's own loop
+    path.write_text("agent: {id: main}\n")
+    default = load_config(path, ENV).gateway.event_loop
+    factory = event_loop_factory(default)
+    assert factory is not None
+    loop = factory()
+    try:
+        assert isinstance(loop, uvloop.Loop)
+    finally:
+        loop.close()
+    path.write_text("gateway: {event_loop: trio}\n")
+    with pytest.raises(ConfigError, match=r"gateway\.event_loop"):
+        load_config(path, ENV)

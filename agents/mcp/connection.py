@@ -1,7 +1,8 @@
 """One MCP server: connect, keep the connection, call its tools, reconnect with backoff.
 
 `McpConnection.run()` is the server's supervisor task. It opens the transport (a child
-process over stdio, or Streamable HTTP), initializes a `ClientSession`, lists the tools, and
+process over stdio, or Streamable HTTP on aiohttp through the `httpx2` client the MCP SDK
+takes: `httpx-aiohttp`), initializes a `ClientSession`, lists the tools, and
 then watches the connection: a ping every `ping_s` while no call is running (one unanswered
 for 30 s counts as lost), a call that finds the connection closed, or a `tools/list_changed`
 notification (the list is fetched again). When the connection is
@@ -33,6 +34,7 @@ from typing import Any, Literal, Protocol, TextIO
 
 import httpx2
 import mcp_types as types
+from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -232,7 +234,7 @@ class McpConnection:
         else:
             hooks = {"request": [self._add_headers]} if self._request_headers else None
             async with (
-                httpx2.AsyncClient(
+                Httpx2AiohttpClient(
                     timeout=HTTP_TIMEOUT, headers=spec.headers or None, event_hooks=hooks
                 ) as http,
                 streamable_http_client(spec.url, http_client=http) as streams,

@@ -36,10 +36,9 @@ from agents.providers.retry import (
     Sleep,
     StreamCut,
     broken_error,
-    connect_timed_out,
     final_error,
-    nothing_answered,
     parse_retry_after,
+    transport_failure,
 )
 
 if TYPE_CHECKING:
@@ -57,7 +56,6 @@ def classify(exc: BaseException) -> Failure | None:
     """Map an SDK/transport exception to a `Failure`; None when it is not a model API error
     (such errors propagate unchanged)."""
     import anthropic
-    import httpx2
 
     if isinstance(exc, StreamCut):
         return Failure("connection", message="stream ended early", retryable=True)
@@ -85,23 +83,13 @@ def classify(exc: BaseException) -> Failure | None:
             retryable=retryable,
             retry_after=parse_retry_after(headers),
         )
-    if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-        return connect_timed_out(exc) or Failure(
-            "timeout", message=type(exc).__name__, retryable=True
-        )
+    failure = transport_failure(exc, anthropic.APIConnectionError)
+    if failure is not None:
+        return failure
+    if isinstance(exc, anthropic.APITimeoutError):
+        return Failure("timeout", message=type(exc).__name__, retryable=True)
     if isinstance(exc, anthropic.APIConnectionError):
-        cause = exc.__cause__
-        detail = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
-        return Failure(
-            "connection", message=detail[:300], retryable=True, unreachable=nothing_answered(cause)
-        )
-    if isinstance(exc, httpx2.TransportError):
-        return Failure(
-            "connection",
-            message=f"{type(exc).__name__}: {exc}"[:300],
-            retryable=True,
-            unreachable=nothing_answered(exc),
-        )
+        return Failure("connection", message=exc.message[:300], retryable=True)
     return None
 
 
@@ -183,9 +171,7 @@ class AnthropicClient:
 
     def _sdk(self) -> AsyncAnthropic:
         if self._client is None:
-            from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient, Timeout
-
-            from agents.providers.transport import lean_http_client
+            from anthropic import AsyncAnthropic, DefaultAioHttpClient, Timeout
 
             _keep_stream_types()
 
@@ -194,9 +180,7 @@ class AnthropicClient:
                 base_url=self._base_url,
                 max_retries=0,
                 timeout=Timeout(self._timeout, connect=self._connect_timeout),
-                http_client=lean_http_client(
-                    self._base_url or DEFAULT_BASE_URL, DefaultAsyncHttpxClient
-                ),
+                http_client=DefaultAioHttpClient(),  # the SDK's own, on aiohttp
             )
         return self._client
 

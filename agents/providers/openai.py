@@ -44,10 +44,9 @@ from agents.providers.retry import (
     Sleep,
     StreamCut,
     broken_error,
-    connect_timed_out,
     final_error,
-    nothing_answered,
     parse_retry_after,
+    transport_failure,
 )
 
 if TYPE_CHECKING:
@@ -72,7 +71,6 @@ def _error_fields(body: object) -> tuple[str | None, str | None]:
 
 def classify(exc: BaseException) -> Failure | None:
     """Map an `openai` SDK/transport exception to a `Failure` (None: not a model API error)."""
-    import httpx2
     import openai
 
     if isinstance(exc, StreamCut):
@@ -89,16 +87,13 @@ def classify(exc: BaseException) -> Failure | None:
             retryable=retryable,
             retry_after=parse_retry_after(exc.response.headers),
         )
-    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
-        return connect_timed_out(exc) or Failure(
-            "timeout", message=type(exc).__name__, retryable=True
-        )
+    failure = transport_failure(exc, openai.APIConnectionError)
+    if failure is not None:
+        return failure
+    if isinstance(exc, openai.APITimeoutError):
+        return Failure("timeout", message=type(exc).__name__, retryable=True)
     if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__
-        detail = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
-        return Failure(
-            "connection", message=detail[:300], retryable=True, unreachable=nothing_answered(cause)
-        )
+        return Failure("connection", message=exc.message[:300], retryable=True)
     if isinstance(exc, openai.APIError):  # an error object inside the stream
         error_type, message = _error_fields(exc.body)
         return Failure(
@@ -107,13 +102,6 @@ def classify(exc: BaseException) -> Failure | None:
             error_type=error_type or "error",
             message=(message or exc.message)[:500],
             retryable=error_type not in NON_RETRYABLE_STREAM_ERRORS,
-        )
-    if isinstance(exc, httpx2.TransportError):
-        return Failure(
-            "connection",
-            message=f"{type(exc).__name__}: {exc}"[:300],
-            retryable=True,
-            unreachable=nothing_answered(exc),
         )
     return None
 
@@ -174,16 +162,14 @@ class OpenAIClient:
 
     def _sdk(self) -> AsyncOpenAI:
         if self._client is None:
-            from openai import AsyncOpenAI, DefaultAsyncHttpxClient, Timeout
-
-            from agents.providers.transport import lean_http_client
+            from openai import AsyncOpenAI, DefaultAioHttpClient, Timeout
 
             self._client = AsyncOpenAI(
                 api_key=self._api_key,
                 base_url=self._base_url,
                 max_retries=0,
                 timeout=Timeout(self._timeout, connect=self._connect_timeout),
-                http_client=lean_http_client(self._base_url, DefaultAsyncHttpxClient),
+                http_client=DefaultAioHttpClient(),  # the SDK's own, on aiohttp
             )
         return self._client
 

@@ -37,28 +37,47 @@ CONNECT_TIMEOUT_S = 10.0  # a host that takes longer to accept a connection coun
 _MAX_EXPONENT = 62  # 2.0**62 * any sane base is far past any cap; avoids float overflow
 
 
-def nothing_answered(exc: BaseException | None) -> bool:
-    """True for transport failures where nothing answered: DNS, refused, unroutable, or no
-    connection accepted within the connect timeout (a blackholed host)."""
+def transport_failure(exc: BaseException, sdk_error: type[BaseException]) -> Failure | None:
+    """The `Failure` for an exchange the HTTP stack broke off (no connection, or no whole
+    answer), judged by the innermost error of that stack in `exc`'s chain. None unless
+    `exc` itself is such an error or the SDK's `sdk_error` (its connection error) over one.
+
+    The SDKs run on aiohttp (their aiohttp clients), whose errors they pass on as httpx2's,
+    and that mapping says `ConnectError` (openai: `ConnectTimeout`) for a refused connection,
+    a reset and a server that closed before answering alike. aiohttp's own error, inside,
+    tells them apart: only a connection never made (DNS, refused, unroutable, TLS refused,
+    or not accepted within the connect timeout) means nothing answered. httpx2's errors are
+    read the same way where no aiohttp error lies beneath.
+    """
+    import aiohttp
     import httpx2
 
-    while exc is not None:
-        if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
-def connect_timed_out(exc: BaseException) -> Failure | None:
-    """The `Failure` for a timeout that happened while connecting (an unreachable host, so
-    the unreachable budget applies, not the patience given to a slow answer); else None."""
-    if not nothing_answered(exc):
+    if not isinstance(exc, sdk_error | aiohttp.ClientError | httpx2.TransportError):
         return None
+    root: BaseException | None = None
+    current: BaseException | None = exc
+    for _ in range(16):  # a chain longer than this is no HTTP stack's
+        if current is None:
+            break
+        if isinstance(current, aiohttp.ClientError | httpx2.TransportError):
+            root = current  # the innermost one wins
+        current = current.__cause__ or current.__context__
+    if root is None:
+        return None
+    if isinstance(root, aiohttp.ConnectionTimeoutError | httpx2.ConnectTimeout):
+        return Failure(
+            "connection",
+            message="ConnectTimeout: no connection was accepted in time",
+            retryable=True,
+            unreachable=True,
+        )
+    if isinstance(root, aiohttp.ServerTimeoutError | httpx2.TimeoutException):
+        return Failure("timeout", message=type(root).__name__, retryable=True)
     return Failure(
         "connection",
-        message="ConnectTimeout: no connection was accepted in time",
+        message=f"{type(root).__name__}: {root}"[:300],
         retryable=True,
-        unreachable=True,
+        unreachable=isinstance(root, aiohttp.ClientConnectorError | httpx2.ConnectError),
     )
 
 

@@ -6,14 +6,17 @@ fec0::/10 site-local, 64:ff9b:1::/48 local NAT64), and never multicast. IPv6 for
 an IPv4 address (IPv4-mapped, NAT64 64:ff9b::/96, 6to4 2002::/16, Teredo) are judged by the
 IPv4 address inside. The host or address may be allow-listed (`allow_hosts`).
 
-Every TCP connection (the first request and each redirect hop, followed manually) goes through
-`_GuardedBackend.connect_tcp`, which resolves the host once, checks every address, and then
-connects to exactly an address it checked: a DNS answer that changes between check and connect
-(rebinding) cannot redirect the socket. TLS still verifies the certificate against the URL's
-host name. Residual risks, stated plainly: no proxy is used (`trust_env=False`), so deployments
-that must egress through a proxy cannot use this tool; a public host may itself relay to
-private services (an open redirector is handled, an open proxy is not); and an allow-listed
-host name is trusted whatever it resolves to.
+Every TCP connection (the first request and each redirect hop, followed manually) gets its
+addresses from `GuardedResolver`, which aiohttp's connector asks for each new connection: it
+resolves the host once, checks every address, and hands aiohttp exactly the addresses it
+checked, so a DNS answer that changes between check and connect (rebinding) cannot redirect
+the socket. An IP literal is not resolved (aiohttp connects to it directly), so the tool also
+checks each hop's host before its request (`resolve_checked` reads a literal in any numeric
+form without DNS). TLS still verifies the
+certificate against the URL's host name. Residual risks, stated plainly: no proxy is used, so
+deployments that must egress through a proxy cannot use this tool; a public host may itself
+relay to private services (an open redirector is handled, an open proxy is not); and an
+allow-listed host name is trusted whatever it resolves to.
 """
 
 from __future__ import annotations
@@ -21,13 +24,11 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-import ssl
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import httpcore
-import httpx
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 from agents.tools.base import ToolError
 
@@ -170,114 +171,27 @@ async def resolve_checked(host: str, port: int, allow: AllowList) -> list[str]:
     return [str(ip) for ip in addresses]
 
 
-class _GuardedBackend(httpcore.AsyncNetworkBackend):
-    """Resolves, checks and connects to the checked address, for every connection httpcore opens."""
+class GuardedResolver(AbstractResolver):
+    """aiohttp's resolver for web_fetch: the checked addresses of a host, or `FetchRefused`."""
 
     def __init__(self, allow: AllowList) -> None:
         self._allow = allow
-        self._inner = httpcore.AnyIOBackend()
 
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
         addresses = await resolve_checked(host, port, self._allow)
-        error: Exception | None = None
-        for address in addresses:
-            try:
-                return await self._inner.connect_tcp(
-                    address,
-                    port,
-                    timeout=timeout,
-                    local_address=local_address,
-                    socket_options=socket_options,
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                error = exc
-        assert error is not None
-        raise error
+        return [
+            ResolveResult(
+                hostname=host,
+                host=address,
+                port=port,
+                family=socket.AF_INET6 if ":" in address else socket.AF_INET,
+                proto=0,
+                flags=socket.AI_NUMERICHOST,
+            )
+            for address in addresses
+        ]
 
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise FetchRefused("web_fetch never connects to unix sockets")
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-
-
-def _as_httpx_error(exc: Exception) -> httpx.TransportError:
-    message = str(exc) or type(exc).__name__
-    if isinstance(exc, httpcore.TimeoutException):
-        return httpx.TimeoutException(message)
-    return httpx.TransportError(message)
-
-
-_HTTPCORE_ERRORS = (
-    httpcore.TimeoutException,
-    httpcore.NetworkError,
-    httpcore.ProtocolError,
-    httpcore.UnsupportedProtocol,
-    httpcore.ConnectionNotAvailable,
-)
-
-
-class _GuardedStream(httpx.AsyncByteStream):
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
-            async for part in self._stream:
-                yield part
-        except _HTTPCORE_ERRORS as exc:
-            raise _as_httpx_error(exc) from exc
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-
-class GuardedTransport(httpx.AsyncBaseTransport):
-    """httpx transport over an httpcore pool whose every connection is checked."""
-
-    def __init__(self, allow: AllowList, ssl_context: ssl.SSLContext) -> None:
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context,
-            max_connections=4,
-            keepalive_expiry=5.0,
-            network_backend=_GuardedBackend(allow),
-        )
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        core_request = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(
-                scheme=request.url.raw_scheme,
-                host=request.url.raw_host,
-                port=request.url.port,
-                target=request.url.raw_path,
-            ),
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=request.extensions,
-        )
-        try:
-            response = await self._pool.handle_async_request(core_request)
-        except _HTTPCORE_ERRORS as exc:
-            raise _as_httpx_error(exc) from exc
-        return httpx.Response(
-            status_code=response.status,
-            headers=response.headers,
-            stream=_GuardedStream(response.stream),
-            extensions=response.extensions,
-        )
-
-    async def aclose(self) -> None:
-        await self._pool.aclose()
+    async def close(self) -> None:
+        return None

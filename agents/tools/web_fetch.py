@@ -1,27 +1,36 @@
 """`web_fetch {url, max_chars?}`: fetch a public http(s) page and return it as readable text.
 
 Every connection goes through the SSRF guard of net_guard.py (global addresses only, checked
-per connection and redirect hop, connecting to exactly the checked address); HTML becomes text
-with html_text.py. Every failure (bad or non-IDNA URL, refused address, network error,
-timeout) is a `ToolError` the model can read.
+per connection and redirect hop, connecting to exactly the checked address) on an aiohttp
+session of its own; HTML becomes text with html_text.py. Every failure (bad or non-IDNA URL,
+refused address, network error, timeout) is a `ToolError` the model can read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
+import ipaddress
 import re
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import SplitResult, urljoin, urlsplit
 
-import httpx
+import aiohttp
+import idna
 
 from agents.cancel import Cancelled
 from agents.tools.base import ToolContext, ToolError, ToolResult
 from agents.tools.html_text import html_to_text
-from agents.tools.net_guard import AllowList, FetchRefused, GuardedTransport, address_problem
+from agents.tools.net_guard import (
+    AllowList,
+    FetchRefused,
+    GuardedResolver,
+    address_problem,
+    resolve_checked,
+)
 
 __all__ = ["AllowList", "FetchRefused", "WebFetchTool", "address_problem", "html_to_text"]
 
@@ -132,27 +141,31 @@ class WebFetchTool:
             raise ToolError(f"argument 'max_chars' must be between 100 and {MAX_MAX_CHARS}")
         url = _check_url(raw_url.strip())
         if self._ssl_context is None:
-            self._ssl_context = httpx.create_ssl_context()
-        async with httpx.AsyncClient(
-            transport=GuardedTransport(self.allow, self._ssl_context),
-            follow_redirects=False,
-            trust_env=False,
-            timeout=httpx.Timeout(self.timeout),
+            self._ssl_context = ssl.create_default_context()  # the system's store
+        connector = aiohttp.TCPConnector(
+            resolver=GuardedResolver(self.allow),
+            use_dns_cache=False,  # every connection asks the guard
+            ssl=self._ssl_context,
+            limit=4,
+        )
+        async with aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=self.timeout),
             headers={
                 "User-Agent": self.user_agent,
                 "Accept": "text/html,application/xhtml+xml,application/json;q=0.9,"
                 "text/plain;q=0.9,*/*;q=0.5",
             },
-        ) as client:
+        ) as session:
             try:
                 async with asyncio.timeout(self.timeout):
-                    page = await ctx.cancel.race(self._fetch(client, url))
-            except (TimeoutError, httpx.TimeoutException):
+                    page = await ctx.cancel.race(self._fetch(session, url))
+            except TimeoutError:
                 raise ToolError(
                     f"timed out after {self.timeout:g} s fetching {raw_url}; the site is slow "
                     "or unreachable, try again later or another source"
                 ) from None
-            except httpx.HTTPError as exc:
+            except aiohttp.ClientError as exc:
                 raise ToolError(f"could not fetch {raw_url}: {exc}") from None
             except (ToolError, Cancelled):
                 raise
@@ -160,32 +173,31 @@ class WebFetchTool:
                 raise ToolError(f"could not fetch {raw_url}: {type(exc).__name__}: {exc}") from None
         return _render(page, raw_url, max_chars, self.max_bytes)
 
-    async def _fetch(self, client: httpx.AsyncClient, url: httpx.URL) -> _Page:
+    async def _fetch(self, session: aiohttp.ClientSession, url: str) -> _Page:
         for _hop in range(self.max_redirects + 1):
-            response = await client.send(client.build_request("GET", url), stream=True)
-            try:
+            parts = urlsplit(url)  # checked here too: aiohttp connects to an IP literal
+            await resolve_checked(parts.hostname or "", parts.port or 0, self.allow)  # directly
+            async with session.get(url, allow_redirects=False) as response:
                 location = response.headers.get("location")
-                if response.status_code in _REDIRECT_STATUSES and location:
-                    url = _check_url(str(url.join(location)))
+                if response.status in _REDIRECT_STATUSES and location:
+                    url = _parsed_url(urljoin(url, location))
                     continue
                 body, cut = await self._read_capped(response)
                 return _Page(
-                    url=str(url),
-                    status=response.status_code,
-                    reason=response.reason_phrase,
+                    url=url,
+                    status=response.status,
+                    reason=response.reason or "",
                     content_type=response.headers.get("content-type", ""),
-                    charset=response.charset_encoding,
+                    charset=response.charset,
                     body=body,
                     cut_at_cap=cut,
                 )
-            finally:
-                await response.aclose()
         raise ToolError(f"too many redirects (more than {self.max_redirects}); last hop was {url}")
 
-    async def _read_capped(self, response: httpx.Response) -> tuple[bytes, bool]:
+    async def _read_capped(self, response: aiohttp.ClientResponse) -> tuple[bytes, bool]:
         chunks: list[bytes] = []
         size = 0
-        async for chunk in response.aiter_bytes():
+        async for chunk in response.content.iter_chunked(64 * 1024):
             chunks.append(chunk)
             size += len(chunk)
             if size > self.max_bytes:
@@ -193,20 +205,56 @@ class WebFetchTool:
         return b"".join(chunks), False
 
 
-def _check_url(raw: str) -> httpx.URL:
+def _is_ip_literal(host: str) -> bool:
     try:
-        url = httpx.URL(raw)
-        host = url.host  # decoding an IDNA host happens here and may fail
-    except (httpx.InvalidURL, ValueError) as exc:  # idna.IDNAError is a UnicodeError
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+def _check_url(raw: str) -> str:
+    """`raw` as the URL to fetch, or a `ToolError` naming what is wrong with it."""
+    try:
+        return _parsed_url(raw)
+    except ValueError as exc:  # idna.IDNAError is a UnicodeError, a ValueError
         raise ToolError(f"invalid URL {raw!r}: {exc}") from None
-    if url.scheme not in ("http", "https"):
+
+
+def _parsed_url(raw: str) -> str:
+    """An http(s) URL with its host in ASCII (IDNA 2008); `ToolError` for another scheme or
+    no host, `ValueError` (IDNA errors included) for a malformed one."""
+    parts = urlsplit(raw)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
         raise ToolError(
             f"refused URL {raw!r}: only http:// and https:// URLs can be fetched"
-            + (f", not {url.scheme}://" if url.scheme else "")
+            + (f", not {scheme}://" if scheme else "")
         )
+    host = parts.hostname
     if not host:
         raise ToolError(f"invalid URL {raw!r}: it has no host name")
-    return url
+    _ = parts.port  # a malformed port raises ValueError here
+    if _is_ip_literal(host):
+        return parts.geturl()
+    ascii_host = _idna_host(host)
+    return _with_host(parts, ascii_host).geturl()
+
+
+def _idna_host(host: str) -> str:
+    """The host name in ASCII: Unicode names encoded, A-labels ("xn--") checked by decoding."""
+    if not host.isascii():
+        return idna.encode(host.lower()).decode("ascii")
+    if any(label.startswith("xn--") for label in host.split(".")):
+        idna.decode(host)
+    return host.lower()
+
+
+def _with_host(parts: SplitResult, host: str) -> SplitResult:
+    netloc = host if parts.port is None else f"{host}:{parts.port}"
+    if parts.username is not None:
+        netloc = f"{parts.netloc.rpartition('@')[0]}@{netloc}"
+    return parts._replace(netloc=netloc)
 
 
 def _render(page: _Page, requested: str, max_chars: int, max_bytes: int) -> ToolResult:

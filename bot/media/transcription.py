@@ -1,7 +1,7 @@
 """Speech to text through an OpenAI-compatible `/audio/transcriptions` endpoint.
 
 `Transcriber.transcribe(audio, name, media_type)` posts one multipart request (`file`,
-`model`, optional `language`) with httpx and returns the text, or raises `TranscriptionFailed`
+`model`, optional `language`) with aiohttp and returns the text, or raises `TranscriptionFailed`
 with a short reason fit for a user (never the key, never the response body in full). The
 real API refuses a file name without an audio extension, so one is supplied from the media
 type when the platform gave none.
@@ -9,9 +9,10 @@ type when the platform gave none.
 
 from __future__ import annotations
 
+import json
 import logging
 
-import httpx
+import aiohttp
 
 from bot.config.media import Endpoint
 
@@ -59,24 +60,33 @@ class Transcriber:
 
     async def transcribe(self, audio: bytes, name: str, media_type: str) -> str:
         url = f"{self._endpoint.base_url}/audio/transcriptions"
-        data = {"model": self._endpoint.model}
+        form = aiohttp.FormData()
+        form.add_field("model", self._endpoint.model)
         if self._language:
-            data["language"] = self._language
-        files = {"file": (audio_file_name(name, media_type), audio, media_type or "audio/ogg")}
+            form.add_field("language", self._language)
+        form.add_field(
+            "file",
+            audio,
+            filename=audio_file_name(name, media_type),
+            content_type=media_type or "audio/ogg",
+        )
         headers = {"Authorization": f"Bearer {self._endpoint.api_key}"}
+        timeout = aiohttp.ClientTimeout(total=self._timeout)
         try:
-            async with httpx.AsyncClient(timeout=self._timeout) as http:
-                response = await http.post(url, data=data, files=files, headers=headers)
-        except httpx.HTTPError as exc:
+            async with (
+                aiohttp.ClientSession(timeout=timeout, trust_env=True) as http,
+                http.post(url, data=form, headers=headers) as response,
+            ):
+                status = response.status
+                payload = await response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
             log.warning("transcription request failed: %s", type(exc).__name__)
             raise TranscriptionFailed("the speech-to-text service is unreachable") from None
-        if response.status_code != 200:
-            log.warning("transcription refused: HTTP %d", response.status_code)
-            raise TranscriptionFailed(
-                f"the speech-to-text service answered HTTP {response.status_code}"
-            )
+        if status != 200:
+            log.warning("transcription refused: HTTP %d", status)
+            raise TranscriptionFailed(f"the speech-to-text service answered HTTP {status}")
         try:
-            text = response.json().get("text")
+            text = json.loads(payload).get("text")
         except (ValueError, AttributeError):
             text = None
         if not isinstance(text, str):

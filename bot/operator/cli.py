@@ -62,7 +62,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         file=None if terminal is not None else log_file,
     )
     try:
-        asyncio.run(Daemon(config).run())
+        with asyncio.Runner(loop_factory=event_loop_factory(config.gateway.event_loop)) as runner:
+            runner.run(Daemon(config).run())
     except StartupError as exc:  # what was opened is closed again; one line, no traceback
         print(f"perch: {exc}", file=terminal or sys.stderr)
         return 1
@@ -70,6 +71,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         if terminal is not None:
             restore_stderr(terminal)
     return 0
+
+
+def event_loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The loop factory for `gateway.event_loop`: uvloop's, or None (asyncio's own), also
+    when uvloop is not installed (it is a dependency on Linux and macOS only)."""
+    if name != "uvloop":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        logging.getLogger(__name__).info("uvloop is not installed; running on asyncio's loop")
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
 
 
 def cmd_init(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from zoneinfo import ZoneInfo
 
-import httpx
+import aiohttp
 
 from bot.config.schema import Config
 from bot.operator.checks import Check
@@ -40,7 +40,7 @@ async def run_checks(config: Config) -> list[Check]:
     checks: list[Check] = [Check(True, "config", f"{config.source} is valid")]
     # A `${...}` left unset is reported here and never used (as a key, a URL, a token).
     checks += [Check(False, "secret", missing) for missing in config.unresolved]
-    async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as http:
+    async with _client() as http:
         model_probe = asyncio.create_task(_models(config, http))
         probes: list[Callable[[], Awaitable[Check]]] = []
         for name in config.channels.enabled():
@@ -60,12 +60,12 @@ async def run_checks(config: Config) -> list[Check]:
     return checks
 
 
-async def _models(config: Config, http: httpx.AsyncClient) -> list[Check]:
+async def _models(config: Config, http: aiohttp.ClientSession) -> list[Check]:
     return [Check(*result) for result in await model_checks(config, http)]
 
 
 async def _channel(
-    name: str, options: ChannelOptions, probe: Probe, http: httpx.AsyncClient
+    name: str, options: ChannelOptions, probe: Probe, http: aiohttp.ClientSession
 ) -> Check:
     """One enabled channel's plug-in probe, as a doctor line."""
     try:
@@ -133,7 +133,7 @@ def _timezone(config: Config) -> Check:
 
 async def check_model(config: Config) -> list[Check]:
     """The model checks alone (what `perch onboard` verifies after the key is given)."""
-    async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as http:
+    async with _client() as http:
         return await _models(config, http)
 
 
@@ -142,8 +142,13 @@ async def check_channel(config: Config, name: str) -> Check | None:
     plugin, options = registry.get(name), config.channels.options(name)
     if plugin is None or plugin.probe is None or options is None:
         return None
-    async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as http:
+    async with _client() as http:
         return await _channel(name, options, plugin.probe, http)
+
+
+def _client() -> aiohttp.ClientSession:
+    """The doctor's HTTP client: every check's calls within `TIMEOUT` seconds."""
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT))
 
 
 def doctor(config: Config) -> int:

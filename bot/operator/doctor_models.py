@@ -13,9 +13,10 @@ named `model`, any other `model <provider>`.
 from __future__ import annotations
 
 import ipaddress
+import json
 from urllib.parse import urlsplit
 
-import httpx
+import aiohttp
 
 from bot.config.agent import DEFAULT_MODEL
 from bot.config.providers import DEFAULT_PROVIDER, ProviderConfig, fallbacks, split_model
@@ -47,7 +48,7 @@ def checked_providers(config: Config) -> list[str]:
     return names
 
 
-async def model_checks(config: Config, http: httpx.AsyncClient) -> list[Result]:
+async def model_checks(config: Config, http: aiohttp.ClientSession) -> list[Result]:
     out: list[Result] = []
     for name in checked_providers(config):
         settings = config.providers.get(name)
@@ -80,7 +81,7 @@ def _local(url: str) -> bool:
 
 
 async def _anthropic(
-    http: httpx.AsyncClient, name: str, label: str, settings: ProviderConfig, models: list[str]
+    http: aiohttp.ClientSession, name: str, label: str, settings: ProviderConfig, models: list[str]
 ) -> Result:
     key_fix = (
         "export ANTHROPIC_API_KEY=sk-ant-..."
@@ -94,15 +95,15 @@ async def _anthropic(
     body = {"model": model, "messages": [{"role": "user", "content": "ping"}]}
     headers = {"x-api-key": settings.api_key, "anthropic-version": "2023-06-01"}
     try:
-        response = await http.post(url, json=body, headers=headers)
-    except httpx.HTTPError as exc:
+        async with http.post(url, json=body, headers=headers) as response:
+            status = response.status
+    except (aiohttp.ClientError, TimeoutError) as exc:
         return (
             False,
             label,
             f"{settings.base_url} unreachable ({type(exc).__name__})",
             f"check providers.{name}.base_url and the network",
         )
-    status = response.status_code
     if status == 200:
         return True, label, f"{model} via {settings.base_url} answers", ""
     if status in (401, 403):
@@ -124,20 +125,21 @@ async def _anthropic(
 
 
 async def _openai(
-    http: httpx.AsyncClient, name: str, label: str, settings: ProviderConfig, models: list[str]
+    http: aiohttp.ClientSession, name: str, label: str, settings: ProviderConfig, models: list[str]
 ) -> Result:
     url = settings.base_url.rstrip("/") + "/models"
     headers = {"Authorization": f"Bearer {settings.api_key or 'none'}"}
     try:
-        response = await http.get(url, headers=headers)
-    except httpx.HTTPError as exc:
+        async with http.get(url, headers=headers) as response:
+            status = response.status
+            payload = await response.read()
+    except (aiohttp.ClientError, TimeoutError) as exc:
         return (
             False,
             label,
             f"provider {name}: {settings.base_url} unreachable ({type(exc).__name__})",
             f"check that the server runs and providers.{name}.base_url",
         )
-    status = response.status_code
     if status in (401, 403):
         return (
             False,
@@ -148,7 +150,7 @@ async def _openai(
     if status != 200:
         return True, label, f"provider {name}: {settings.base_url} answers (cannot list models)", ""
     try:
-        listed = {str(m.get("id")) for m in response.json().get("data", [])}
+        listed = {str(m.get("id")) for m in json.loads(payload).get("data", [])}
     except (ValueError, AttributeError):
         return True, label, f"provider {name}: {settings.base_url} answers", ""
     missing = [m for m in models if m not in listed]

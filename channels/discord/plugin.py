@@ -18,7 +18,7 @@ from channels.plugin import (
 )
 
 if TYPE_CHECKING:
-    import httpx
+    import aiohttp
 
 
 def create(options: ChannelOptions, context: ChannelContext) -> Channel:
@@ -28,7 +28,7 @@ def create(options: ChannelOptions, context: ChannelContext) -> Channel:
     return DiscordChannel(options)
 
 
-async def probe(options: ChannelOptions, http: httpx.AsyncClient) -> ProbeResult:
+async def probe(options: ChannelOptions, http: aiohttp.ClientSession) -> ProbeResult:
     """`GET /users/@me` with the bot token."""
     assert isinstance(options, DiscordOptions)
     url = f"{options.rest_base}/users/@me"

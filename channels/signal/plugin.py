@@ -17,7 +17,7 @@ from channels.plugin import (
 from channels.signal.options import SignalOptions
 
 if TYPE_CHECKING:
-    import httpx
+    import aiohttp
 
 
 def create(options: ChannelOptions, context: ChannelContext) -> Channel:
@@ -27,7 +27,7 @@ def create(options: ChannelOptions, context: ChannelContext) -> Channel:
     return SignalChannel(options)
 
 
-async def probe(options: ChannelOptions, http: httpx.AsyncClient) -> ProbeResult:
+async def probe(options: ChannelOptions, http: aiohttp.ClientSession) -> ProbeResult:
     """`/v1/about` of signal-cli-rest-api, which must run in json-rpc mode."""
     assert isinstance(options, SignalOptions)
     url = options.service_url.rstrip("/") + "/v1/about"

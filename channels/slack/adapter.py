@@ -288,6 +288,9 @@ class SlackChannel:
         app = AsyncApp(
             client=self._client,
             signing_secret=self._options.signing_secret,
+            # Socket Mode needs no signature check (and no secret): slack_sdk >= 3.43 refuses
+            # an empty one where bolt < 1.29 builds the check anyway.
+            request_verification_enabled=self._options.mode == "http",
             logger=logging.getLogger(f"{__name__}.bolt"),
             # Listeners only decide and hand off to our own tasks, so running them before the
             # ack is cheap and makes an ack mean "this event was looked at".

@@ -18,7 +18,7 @@ from channels.plugin import (
 from channels.slack.options import SlackOptions
 
 if TYPE_CHECKING:
-    import httpx
+    import aiohttp
 
 
 def create(options: ChannelOptions, context: ChannelContext) -> Channel:
@@ -28,7 +28,7 @@ def create(options: ChannelOptions, context: ChannelContext) -> Channel:
     return SlackChannel(options)
 
 
-async def probe(options: ChannelOptions, http: httpx.AsyncClient) -> ProbeResult:
+async def probe(options: ChannelOptions, http: aiohttp.ClientSession) -> ProbeResult:
     """`auth.test` with the bot token."""
     assert isinstance(options, SlackOptions)
     url = options.base_url.rstrip("/") + "/auth.test"

@@ -162,17 +162,16 @@ class TelegramChannel:
 
     def _build_app(self) -> Application[Any, Any, Any, Any, Any, Any]:
         opt = self._opt
-        poll_request = ObservedRequest(
-            self._on_poll_result, connection_pool_size=1, read_timeout=10.0
-        )
-        request = ObservedRequest(self._on_poll_result, connection_pool_size=64)
+        # One request (one aiohttp session, one keep-alive pool) for the calls and the long
+        # poll: 64 calls at once beside it; PTB reads the poll's read timeout from it too.
+        request = ObservedRequest(self._on_poll_result, connection_pool_size=65)
         app = (
             Application.builder()
             .token(opt.token)
             .base_url(opt.base_url)
             .base_file_url(opt.file_url)
             .request(request)
-            .get_updates_request(poll_request)
+            .get_updates_request(request)
             .rate_limiter(self._sender.flood)
             .job_queue(None)
             .build()

@@ -18,7 +18,7 @@ from channels.plugin import (
 from channels.telegram.options import TelegramOptions
 
 if TYPE_CHECKING:
-    import httpx
+    import aiohttp
 
 
 def create(options: ChannelOptions, context: ChannelContext) -> Channel:
@@ -28,7 +28,7 @@ def create(options: ChannelOptions, context: ChannelContext) -> Channel:
     return TelegramChannel(options)
 
 
-async def probe(options: ChannelOptions, http: httpx.AsyncClient) -> ProbeResult:
+async def probe(options: ChannelOptions, http: aiohttp.ClientSession) -> ProbeResult:
     """`getMe` with the configured token."""
     assert isinstance(options, TelegramOptions)
     url = f"{options.base_url.rstrip('/')}{options.token}/getMe"

@@ -17,7 +17,7 @@ from typing import Any
 
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
 
-from channels.telegram.keepalive import KeepAliveRequest
+from channels.telegram.request import AiohttpRequest
 
 UPDATER_LOGGER = "telegram.ext.Updater"
 
@@ -38,9 +38,9 @@ class QuietFinalPoll(logging.Filter):
         return True
 
 
-class ObservedRequest(KeepAliveRequest):
-    """PTB's request class (plain calls over `KeepAliveRequest`'s lean client) reporting
-    every getUpdates outcome, so polling health is visible."""
+class ObservedRequest(AiohttpRequest):
+    """PTB's request class (`AiohttpRequest`) reporting every getUpdates outcome, so polling
+    health is visible."""
 
     def __init__(self, on_poll: Callable[[BaseException | None], None], **kwargs: Any) -> None:
         super().__init__(**kwargs)

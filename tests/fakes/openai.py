@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -49,10 +50,20 @@ def echo(body: dict[str, Any]) -> Reply:
 
 
 class FakeOpenAI:
-    """`async with FakeOpenAI() as fake:` then `AsyncOpenAI(base_url=fake.base_url)`."""
+    """`async with FakeOpenAI() as fake:` then `AsyncOpenAI(base_url=fake.base_url)`.
 
-    def __init__(self, *, api_key: str | None = None, models: tuple[str, ...] = ()) -> None:
+    `sock`, if given, is a bound (not yet listening) socket to serve on instead of a fresh
+    port-0 one."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        models: tuple[str, ...] = (),
+        sock: socket.socket | None = None,
+    ) -> None:
         self.base_url = ""
+        self._sock = sock
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.default: Callable[[dict[str, Any]], Reply] = echo
@@ -73,7 +84,11 @@ class FakeOpenAI:
         app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2, handler_cancellation=True)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site: web.BaseSite
+        if self._sock is not None:
+            site = web.SockSite(self._runner, self._sock)
+        else:
+            site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         port = self._runner.addresses[0][1]
         self.base_url = f"http://127.0.0.1:{port}/v1"

@@ -2,16 +2,20 @@
 
 `RawServer(script)` reads each request (head and Content-Length body) and hands it to
 `script`, which returns an `Answer`: the pieces to write, one write each, and whether to
-close the connection after them. A script may be async to hold an answer back. The server
-counts connections and keeps every request it read (`seen`), so tests can tell a reused
-connection from a new one and compare what two clients put on the wire.
+close the connection after them (or reset it). A script may be async to hold an answer back.
+The server counts connections and keeps every request it read (`seen`), so tests can tell a
+reused connection from a new one and compare what two clients put on the wire.
+`close_idle()` closes the connections that wait for a next request, as a server does when
+its keep-alive time is up, and returns once each client has closed its end too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import ssl
+import struct
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -35,6 +39,7 @@ class Seen:
 class Answer:
     pieces: list[bytes]
     close: bool = False  # close the connection once sent
+    reset: bool = False  # then reset it (RST, not FIN)
     hold: bool = False  # then say nothing more until the server stops (a stalled answer)
     after: asyncio.Event | None = None  # then wait for this before writing `more`
     more: list[bytes] = field(default_factory=list)
@@ -62,6 +67,18 @@ class RawServer:
     delay: float = 0.0  # seconds before each piece written (a trickling answer)
     _arrived: asyncio.Event = field(default_factory=asyncio.Event)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    _idle: dict[int, asyncio.StreamWriter] = field(default_factory=dict)
+    _ended: dict[int, asyncio.Event] = field(default_factory=dict)
+
+    async def close_idle(self) -> int:
+        """Close every connection idle between requests (FIN); return how many, once each
+        client has closed its end as well (it noticed)."""
+        idle = dict(self._idle)
+        for writer in idle.values():
+            writer.write_eof()
+        for conn in idle:
+            await self._ended[conn].wait()
+        return len(idle)
 
     async def until_seen(self, n: int) -> None:
         """Wait until the server has read `n` requests."""
@@ -93,9 +110,14 @@ class RawServer:
         self.connections += 1
         conn = self.connections
         self.writers.append(writer)
+        self._ended[conn] = asyncio.Event()
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
+                self._idle[conn] = writer
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                finally:
+                    self._idle.pop(conn, None)
                 lines = head.decode("latin-1").split("\r\n")
                 method, target, _ = lines[0].split(" ", 2)
                 headers = {}
@@ -116,12 +138,18 @@ class RawServer:
                     await self._write(writer, answer.more)
                 if answer.hold:
                     await self._stopping.wait()
+                if answer.reset:
+                    sock = writer.get_extra_info("socket")
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    writer.transport.abort()
+                    break
                 if answer.close or answer.hold:
                     break
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
             writer.close()
+            self._ended[conn].set()
 
     async def _write(self, writer: asyncio.StreamWriter, pieces: list[bytes]) -> None:
         for piece in pieces:
