@@ -320,7 +320,7 @@ def test_error_lines_quote_the_bad_value_once(tmp_path: Path, text: str) -> None
 def test_the_daemon_runs_on_uvloop_unless_the_config_asks_for_asyncio(tmp_path: Path) -> None:
     import uvloop
 
-    from bot.cli import event_loop_factory
+    from bot.operator.cli import event_loop_factory
 
     path = tmp_path / "config.yaml"
     path.write_text("gateway: {event_loop: asyncio}\n")
