@@ -6,7 +6,11 @@ and validates it with `schema.Config`. Every failure becomes one `ConfigError` w
 names the file, the key path and the problem; the CLI prints it and exits with `EXIT_CONFIG`.
 `load_config(path, lenient=True)` is for commands that never use secrets (status, pairing,
 cron, ...): an unset `${VAR}` or unreadable secret file stays as its literal text and is
-listed in `Config.unresolved` instead of failing.
+listed in `Config.unresolved` instead of failing. No error shows a secret: a value that looks
+like one (or sits under a key that names one) is not quoted, and URL passwords and secret
+values are scrubbed from the message (`redact.py`). The secret files read, the secret values
+and `$CREDENTIALS_DIRECTORY` are kept on the `Config` for the sandboxes, the layout check and
+the log redactor.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pydantic import ValidationError
 from bot.config.errors import ConfigError
 from bot.config.lenient import relax
 from bot.config.providers import missing_key
+from bot.config.redact import may_echo, scrub, secret_values
 from bot.config.schema import Config
 from bot.config.secrets import expand_secret_refs
 from bot.config.shape import MAX_NESTING, deeper_than, too_deep
@@ -31,19 +36,24 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
 
 def interpolate(
-    value: Any, env: dict[str, str], path: str = "", missing: list[tuple[str, str]] | None = None
+    value: Any,
+    env: dict[str, str],
+    path: str = "",
+    missing: list[tuple[str, str]] | None = None,
+    seen: list[Path] | None = None,
 ) -> Any:
     """Replace `${VAR}` and `${VAR:-default}` in every string of a parsed YAML tree.
 
     With a `missing` list, an unset variable or an unreadable `${file:}`/`${cred:}` secret is
-    left as written and noted there as (key path, one sentence naming it) instead of raising."""
+    left as written and noted there as (key path, one sentence naming it) instead of raising.
+    The path of every secret file referenced is added to `seen`."""
     if isinstance(value, dict):
         return {
-            k: interpolate(v, env, f"{path}.{k}" if path else str(k), missing)
+            k: interpolate(v, env, f"{path}.{k}" if path else str(k), missing, seen)
             for k, v in value.items()
         }
     if isinstance(value, list):
-        return [interpolate(v, env, f"{path}[{i}]", missing) for i, v in enumerate(value)]
+        return [interpolate(v, env, f"{path}[{i}]", missing, seen) for i, v in enumerate(value)]
     if not isinstance(value, str):
         return value
 
@@ -67,9 +77,9 @@ def interpolate(
 
     text = _ENV_REF.sub(substitute, value)
     if missing is None:
-        return expand_secret_refs(text, env, path)
+        return expand_secret_refs(text, env, path, seen)
     try:
-        return expand_secret_refs(text, env, path)
+        return expand_secret_refs(text, env, path, seen)
     except ConfigError as exc:  # an unreadable secret file: noted, left as written
         missing.append((path, str(exc)))
         return text
@@ -89,18 +99,29 @@ def _describe(error: Mapping[str, Any]) -> str:
         and repr(error["input"]) not in message
         and f"({error['input']})" not in message
     ):
-        message += f" (got {error['input']!r})"
+        if may_echo(where, error["input"]):
+            message += f" (got {error['input']!r})"
+        else:
+            message += " (the value is not shown: it looks like a secret)"
     return f"{where}: {message}" if where else message
 
 
 def load_config(
     path: Path | str, env: dict[str, str] | None = None, *, lenient: bool = False
 ) -> Config:
-    """Read, interpolate and validate a config file, or raise one readable `ConfigError`.
+    """Read, interpolate and validate a config file, or raise one readable `ConfigError`
+    that shows no secret (`redact.scrub`).
 
     `lenient`: unset `${VAR}`s don't fail; they are listed in `Config.unresolved`."""
-    path = Path(path)
     env = dict(os.environ) if env is None else env
+    secrets: list[str] = []
+    try:
+        return _load(Path(path), env, lenient, secrets)
+    except ConfigError as exc:
+        raise ConfigError(scrub(str(exc), secrets)) from None
+
+
+def _load(path: Path, env: dict[str, str], lenient: bool, secrets: list[str]) -> Config:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -131,10 +152,12 @@ def load_config(
     if deeper_than(raw, MAX_NESTING):
         raise ConfigError(too_deep(path))
     missing: list[tuple[str, str]] | None = [] if lenient else None
+    seen: list[Path] = []
     try:
-        data = interpolate(raw, env, missing=missing)
+        data = interpolate(raw, env, missing=missing, seen=seen)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    secrets += secret_values(data)
     notes = [note for _, note in missing or []]
     while True:
         try:
@@ -147,6 +170,10 @@ def load_config(
                 raise ConfigError(f"{path}: " + "; ".join(problems)) from None
     config.source = path.resolve()
     config.unresolved = notes
+    config.secret_files = seen
+    config.secret_values = secrets
+    credentials = env.get("CREDENTIALS_DIRECTORY")
+    config.credentials_dir = Path(credentials) if credentials else None
     return config
 
 

@@ -114,6 +114,11 @@ class Config(StrictModel):
     source: Path | None = Field(None, exclude=True)
     # What a lenient load left unresolved: one sentence per key (see `load_config`).
     unresolved: list[str] = Field(default_factory=list, exclude=True)
+    # Every `${file:}`/`${cred:}` path the file names, the secret values it holds (for the
+    # log redactor), and `$CREDENTIALS_DIRECTORY` when set: masked in every sandbox.
+    secret_files: list[Path] = Field(default_factory=list, exclude=True)
+    secret_values: list[str] = Field(default_factory=list, exclude=True)
+    credentials_dir: Path | None = Field(None, exclude=True)
 
     @field_validator("channels", mode="wrap")
     @classmethod

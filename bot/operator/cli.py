@@ -1,7 +1,10 @@
 """The `perch` command: run, init, doctor, status, sessions, pairing, cron, chat, send, mcp.
 
 The config path is `--config PATH`, else `./config.yaml`, else `$PERCH_CONFIG`. A config
-problem prints one line and exits 78 (EX_CONFIG), which systemd is told not to restart on.
+problem prints one line and exits 78 (EX_CONFIG), which systemd is told not to restart on:
+so do a workspace that holds the state directory, the config or a secret
+(`bot.config.layout`), and exec enabled where its sandbox cannot start. `perch run` sets the
+umask to 077, so everything the daemon writes is private to its user, under systemd or not.
 Only `run` (and `chat` without a running daemon) need the model key: every other command
 loads the config leniently, so an unset `${VAR}` never stops it (`doctor` reports it).
 Heavy imports (the Anthropic SDK, channel libraries) happen only in the commands that need
@@ -18,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bot.config.errors import EXIT_CONFIG, ConfigError
+from bot.config.layout import require_apart
 from bot.config.load import load_config, require_api_key
 from bot.config.mcp import mcp_secrets
 from bot.config.paths import config_path
@@ -41,8 +45,12 @@ def _load(args: argparse.Namespace) -> Config:
 def cmd_run(args: argparse.Namespace) -> int:
     config = load_config(config_path(args.config))
     require_api_key(config)
+    require_apart(config)  # a workspace holding the state, config or secrets: exit 78
     from bot.daemon import Daemon, StartupError
+    from bot.process.hardening import private_umask
     from bot.process.logs import setup_logging
+
+    private_umask()  # data, logs and the socket are the daemon user's alone, unit or not
 
     setup_logging(
         config.logging.level,
@@ -55,7 +63,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         asyncio.run(Daemon(config).run())
     except StartupError as exc:  # what was opened is closed again; one line, no traceback
         print(f"perch: {exc}", file=sys.stderr)
-        return 1
+        # A config that cannot work (exec on without a working sandbox): systemd must not retry.
+        return EXIT_CONFIG if isinstance(exc.__cause__, ConfigError) else 1
     return 0
 
 
@@ -94,6 +103,7 @@ def _secrets(config: Config) -> list[str]:
         *(provider.api_key for _, provider in config.providers.items()),
         *secrets(config.channels),
         *mcp_secrets(config.mcp),
+        *config.secret_values,  # whatever key holds them
     ]
 
 

@@ -2,8 +2,8 @@
 
 `setup_logging(level, fmt, secrets)` installs a root handler whose filter replaces every
 configured secret value and anything shaped like a token (`sk-ant-`, `Bearer ...`, and the
-token shapes each channel plug-in declares in `redact`) with `[REDACTED]`, in the message and
-in exception text. `run_id` and `session` context variables are added to every line of a run.
+token shapes each channel plug-in declares in `redact`) with `[REDACTED]`, and the password of
+any URL (`postgresql://perch:***@db/perch`), in the message and in exception text. `run_id` and `session` context variables are added to every line of a run.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from bot.config.redact import URL_PASSWORD
 from channels import registry
 
 run_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("run_id", default="")
@@ -44,7 +45,7 @@ class Redactor:
                 text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
             else:
                 text = pattern.sub(REDACTED, text)
-        return text
+        return URL_PASSWORD.sub(r"\1***\3", text)  # scheme://user:***@host
 
 
 class RedactingFilter(logging.Filter):
