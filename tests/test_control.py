@@ -359,6 +359,7 @@ async def test_the_socket_answers_only_the_daemons_user_whatever_its_mode(
         path = socket_path(daemon.config)
         await asyncio.to_thread(_widen, path)
         done = await asyncio.to_thread(run_unprivileged, _KNOCK, str(path), imports=())
+        assert done.returncode == 0, done.stderr
         answer = json.loads(done.stdout)
         mine = await call(path, "status", {})
     assert answer["code"] == 2 and "not yours" in answer["err"], done.stdout + done.stderr

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.process.logs import setup_logging
+from bot.process.logs import RedactingFilter, Redactor
 from tests.fakes.anthropic import FakeAnthropic
 from tests.test_daemon_process import Perch
 
@@ -200,16 +200,17 @@ def test_doctor_shows_no_password_of_an_unreachable_database(tmp_path: Path) -> 
 
 
 def test_no_log_line_shows_a_url_password() -> None:
+    """Through the daemon's own log filter (what `setup_logging` installs on every handler)."""
     stream = io.StringIO()
-    handler_stderr = sys.stderr
-    sys.stderr = stream
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(RedactingFilter(Redactor([])))
+    logger = logging.getLogger("perch.test.redaction")
+    logger.addHandler(handler)
     try:
-        setup_logging("INFO", "text", [])
-        logging.getLogger("perch.test").warning(
+        logger.warning(
             "could not reach postgresql://perch:%s@db.internal/perch; retrying", PASSWORD
         )
     finally:
-        sys.stderr = handler_stderr
-        setup_logging("INFO", "text", [])
+        logger.removeHandler(handler)
     text = stream.getvalue()
     assert "postgresql://perch:***@db.internal/perch" in text and PASSWORD not in text

@@ -27,6 +27,7 @@ STRUCTURE_CAP = 1_000_000
 _DATA_KEYS = (b"data", b"blob")
 _SPECIAL = re.compile(rb'["\\]')
 _STRUCTURE = re.compile(rb'[^"{}\[\],:]+')
+_HIGH_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}")
 
 
 class JsonCutter:
@@ -156,6 +157,8 @@ class JsonCutter:
         # A backslash: the escape it starts (at most 6 bytes) is kept whole, or the cut is here.
         self._escaped = True
         self._unit_kept = not self._skipped and (self._is_key or self._kept + 6 <= self._cap)
+        if not self._unit_kept and not self._skipped:
+            self._trim()
         self._unit(b"\\")
         return i + 1
 
@@ -172,12 +175,46 @@ class JsonCutter:
             self._keep(data)
             return
         keep = 0 if self._skipped else min(len(data), self._cap - self._kept)
-        if keep < len(data):
-            while keep > 0 and (data[keep] & 0xC0) == 0x80:  # not inside a UTF-8 character
-                keep -= 1
         if keep:
             self._keep(data[:keep])
-        self._skipped += len(data) - keep
+        if keep < len(data):
+            if not self._skipped:
+                self._trim()
+            self._skipped += len(data) - keep
+
+    def _trim(self) -> None:
+        """Where the cut comes, drop a character left in two (its first bytes kept, the rest
+        not) and a lone high surrogate escape (the low half of the pair not kept)."""
+        out, end = self.out, len(self.out)
+        back = 0
+        while back < 3 and back < self._kept and (out[end - 1 - back] & 0xC0) == 0x80:
+            back += 1
+        if back < self._kept:
+            lead = out[end - 1 - back]
+            size = (
+                2
+                if lead >> 5 == 0b110
+                else 3
+                if lead >> 4 == 0b1110
+                else 4
+                if lead >> 3 == 0b11110
+                else 1
+            )
+            if size > back + 1:
+                self._drop(back + 1)
+        tail = bytes(self.out[-6:])
+        if self._kept >= 6 and _HIGH_SURROGATE.fullmatch(tail):
+            run = len(self.out) - 6
+            slashes = 0
+            while slashes < self._kept - 6 and self.out[run - 1 - slashes] == ord("\\"):
+                slashes += 1
+            if slashes % 2 == 0:  # the backslash starts an escape: it is not itself escaped
+                self._drop(6)
+
+    def _drop(self, count: int) -> None:
+        del self.out[len(self.out) - count :]
+        self._kept -= count
+        self._skipped += count
 
     def _keep(self, data: bytes) -> None:
         self._kept += len(data)

@@ -7,7 +7,8 @@ way and takes its PID namespace with it). It yields the two streams a `ClientSes
 through. The server's stdout is read in chunks and each message is cut while it is read
 (`cutter.JsonCutter`), never held whole. Its stderr is read line by line (long lines cut),
 stripped of control characters and escape sequences, rate-limited (a burst of
-`STDERR_BURST`, then `STDERR_PER_S` lines a second, the rest counted and reported), and logged
+`STDERR_BURST`, then `STDERR_PER_S` lines a second, the rest counted and reported once the
+server is quiet for a moment or a line is let through again), and logged
 as the server's (`mcp.server.<name>`), never raw. Stopping closes stdin, then sends SIGTERM and
 SIGKILL to the whole group.
 """
@@ -41,11 +42,12 @@ CHUNK = 64 * 1024
 STDERR_LINE = 2_000  # characters of one stderr line that are logged
 STDERR_BURST = 20
 STDERR_PER_S = 2.0
+STDERR_QUIET_S = 1.0  # after this long without a line, the count of lines left out is logged
 STOP_GRACE_S = 2.0
 PR_SET_PDEATHSIG = 1
 # C0 and C1 controls, DEL, and what ANSI escape sequences leave once ESC is gone.
 _ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def _die_with_parent() -> Callable[[], None]:
@@ -68,7 +70,7 @@ def _die_with_parent() -> Callable[[], None]:
 def clean_stderr_line(raw: bytes) -> str:
     """One line of a server's stderr as it may be logged: decoded, escape sequences and
     control characters removed, cut to `STDERR_LINE` characters."""
-    text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+    text = raw.decode("utf-8", errors="replace").rstrip("\r\n").replace("\t", " ")
     text = _CONTROLS.sub("", _ESCAPES.sub("", text)).strip()
     return text if len(text) <= STDERR_LINE else text[:STDERR_LINE] + " [...]"
 
@@ -155,7 +157,10 @@ async def _write_stdin(
 async def _read_stderr(stderr: asyncio.StreamReader, out: StderrLog) -> None:
     while True:
         try:
-            line = await stderr.readuntil(b"\n")
+            line = await asyncio.wait_for(stderr.readuntil(b"\n"), STDERR_QUIET_S)
+        except TimeoutError:  # quiet for a moment: say how many lines were left out
+            out.flush_dropped()
+            continue
         except asyncio.IncompleteReadError as exc:
             if exc.partial:
                 out.line(exc.partial)

@@ -13,7 +13,8 @@ is none (exec then falls back to rlimits, see sandbox.py):
 
 `home.command(processes, memory_bytes)` makes one child per command (`perch-exec-<pid>-<n>`)
 with `pids.max` and the memory limit (no swap where the kernel has the knob; on v2 the group
-is OOM-killed as a whole). `join()` runs in the child between fork and exec; `kill()` kills
+is OOM-killed as a whole), each at most half of what the enclosing cgroup has left (under the
+unit: `TasksMax=`, `MemoryMax=`), so no command can take the rest from the daemon. `join()` runs in the child between fork and exec; `kill()` kills
 every process in the group (`cgroup.kill` on v2, SIGKILL per pid until empty on v1), even ones
 that left the process group; `limit_hit()` says whether memory or processes ran out; `close()`
 removes the cgroup once empty.
@@ -59,6 +60,16 @@ def _counter_of(text: str, name: str) -> int:
         if key == name and value.strip().isdigit():
             return int(value)
     return 0
+
+
+def _within_half(wanted: int, limit_file: Path, used_file: Path) -> int:
+    """`wanted`, but at most half of what the enclosing cgroup (the systemd unit's TasksMax or
+    MemoryMax) has left: one command can never take the rest from the daemon and the others."""
+    limit, used = _read(limit_file).strip(), _read(used_file).strip()
+    if not (limit.isdigit() and used.isdigit()):
+        return wanted
+    half = max((int(limit) - int(used)) // 2, 1)
+    return min(wanted, half) if wanted > 0 else half
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +128,8 @@ class CommandCgroup:
 
     version: int
     dirs: tuple[Path, ...]
+    processes: int = 0  # the limits it was given (0: none)
+    memory_bytes: int = 0
     _procs: tuple[bytes, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -241,18 +254,24 @@ class CgroupHome:
             directory.mkdir()
         group = CommandCgroup(self.version, dirs)
         try:
-            self._limit(dirs, processes, memory_bytes)
+            group.processes, group.memory_bytes = self._limit(dirs, processes, memory_bytes)
         except OSError:
             group.close()
             raise
         return group
 
-    def _limit(self, dirs: tuple[Path, ...], processes: int, memory_bytes: int) -> None:
+    def _limit(self, dirs: tuple[Path, ...], processes: int, memory_bytes: int) -> tuple[int, int]:
         pids_dir, memory_dir = (dirs[0], dirs[0]) if self.version == 2 else dirs
+        pids_root, memory_root = (self.roots[0], self.roots[-1])
+        processes = _within_half(processes, pids_root / "pids.max", pids_root / "pids.current")
+        if self.version == 2:
+            memory_bytes = _within_half(
+                memory_bytes, memory_root / "memory.max", memory_root / "memory.current"
+            )
         if processes > 0:
             _write(pids_dir / "pids.max", str(processes))
         if memory_bytes <= 0:
-            return
+            return processes, 0
         if self.version == 2:
             _write(memory_dir / "memory.max", str(memory_bytes))
             for knob, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
@@ -262,3 +281,4 @@ class CgroupHome:
             _write(memory_dir / "memory.limit_in_bytes", str(memory_bytes))
             if (memory_dir / "memory.memsw.limit_in_bytes").exists():
                 _write(memory_dir / "memory.memsw.limit_in_bytes", str(memory_bytes))
+        return processes, memory_bytes

@@ -226,7 +226,7 @@ class ExecTool:
                         await proto.eof.wait()
                 transport.close()
         finally:
-            hit = group.limit_hit() if group is not None else None
+            hit = self._limit_note(group)
             if group is not None:
                 await asyncio.to_thread(group.close)
 
@@ -250,7 +250,7 @@ class ExecTool:
             status = f"[exit code {code}]"
         if outcome == "lingering":
             text += "\n[background processes still holding the output were killed]"
-        text += self._limit_note(hit)
+        text += hit
         if room is not None and room < NEARLY_FULL:
             text += (
                 f"\n[the disk is nearly full: no file could grow past {room:,} bytes in this "
@@ -271,19 +271,20 @@ class ExecTool:
             log.warning("exec: no cgroup for this command (%s); rlimits only", exc)
             return None
 
-    def _limit_note(self, hit: str | None) -> str:
-        limits = self.sandbox.limits
+    def _limit_note(self, group: CommandCgroup | None) -> str:
+        """What the model should know when the command ran into its cgroup's limits."""
+        hit = group.limit_hit() if group is not None else None
+        if group is None or hit is None:
+            return ""
         if hit == "memory":
             return (
-                f"\n[the command reached its memory limit ({limits.memory_mb:,} MB for all its "
-                "processes together); the kernel killed a process of it]"
+                f"\n[the command reached its memory limit ({group.memory_bytes // _MB:,} MB for "
+                "all its processes together); the kernel killed a process of it]"
             )
-        if hit == "processes":
-            return (
-                f"\n[the command reached its limit of {limits.processes:,} processes; "
-                "starting more failed]"
-            )
-        return ""
+        return (
+            f"\n[the command reached its limit of {group.processes:,} processes; starting "
+            "more failed]"
+        )
 
 
 def _sandbox_note(sandbox: Sandbox) -> str:

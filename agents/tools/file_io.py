@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from agents.tools.base import ToolError
 from agents.workspace_files import (
     RefusedFile,
+    note_refused,
     open_dir,
     opened_regular,
     read_capped,
@@ -54,6 +55,7 @@ def workspace_parts(path: str) -> tuple[tuple[str, ...], str]:
 def os_problem(exc: OSError, shown: str, action: str) -> ToolError:
     """A readable ToolError for an OSError met while `action`ing `shown`."""
     if isinstance(exc, RefusedFile):
+        note_refused(shown, exc.why)  # once per path in the log; every time for the model
         if exc.why == "is a symbolic link":
             return ToolError(
                 f"{shown} is, or passes through, a symlink; symlinks in the workspace are not "

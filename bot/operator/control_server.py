@@ -16,6 +16,7 @@ from the parts it needs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -104,11 +105,13 @@ class ControlServer:
             peer = peer_uid(writer)
             if peer is None or peer not in (os.geteuid(), 0):
                 log.warning(
-                    "control socket: refused a connection from uid %s (only uid %d and root "
-                    "may use it)",
+                    "control socket: refused a connection from uid %s (only the daemon's user, "
+                    "uid %d, and root may use it)",
                     peer,
                     os.geteuid(),
                 )
+                with contextlib.suppress(TimeoutError, ValueError, asyncio.LimitOverrunError):
+                    await asyncio.wait_for(reader.readline(), REQUEST_TIMEOUT)  # read, not used
                 reply = Reply(2, err="perch: this control socket is not yours\n")
             else:
                 reply = await self._answer(reader)
