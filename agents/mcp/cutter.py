@@ -189,19 +189,8 @@ class JsonCutter:
         back = 0
         while back < 3 and back < self._kept and (out[end - 1 - back] & 0xC0) == 0x80:
             back += 1
-        if back < self._kept:
-            lead = out[end - 1 - back]
-            size = (
-                2
-                if lead >> 5 == 0b110
-                else 3
-                if lead >> 4 == 0b1110
-                else 4
-                if lead >> 3 == 0b11110
-                else 1
-            )
-            if size > back + 1:
-                self._drop(back + 1)
+        if back < self._kept and _utf8_length(out[end - 1 - back]) > back + 1:
+            self._drop(back + 1)
         tail = bytes(self.out[-6:])
         if self._kept >= 6 and _HIGH_SURROGATE.fullmatch(tail):
             run = len(self.out) - 6
@@ -238,3 +227,11 @@ class JsonCutter:
             note = f"\\n[... cut while reading: {self._skipped:,} more bytes of this not read]"
             self.out += note.encode()
         self.out += b'"'
+
+
+def _utf8_length(lead: int) -> int:
+    """How many bytes the UTF-8 character starting with byte `lead` has."""
+    for length, mask, value in ((2, 0xE0, 0xC0), (3, 0xF0, 0xE0), (4, 0xF8, 0xF0)):
+        if lead & mask == value:
+            return length
+    return 1
