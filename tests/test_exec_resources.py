@@ -41,7 +41,9 @@ while children < 2000:
         time.sleep(120)
         os._exit(0)
     children += 1
-open("full", "w").write(str(children))
+with open("full.tmp", "w") as out:
+    out.write(str(children))
+os.rename("full.tmp", "full")  # whole when it appears
 while not os.path.exists("stop"):
     time.sleep(0.02)
 print("flood held", children)

@@ -147,6 +147,8 @@ class Sandbox:
             return shell
         ws = str(workspace)
         args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc"]
+        if self.nproc_inside:  # its own user namespace, where its processes are counted apart
+            args.append("--unshare-user")
         if not self.network:
             args.append("--unshare-net")
         args += ["--cap-drop", "ALL"]
