@@ -3,17 +3,20 @@
 `PromptBuilder.build(mode, runtime)` returns Messages-API system blocks: a stable block (the
 persona files and Perch's standing rules) marked for prompt caching, then a small volatile
 block (time, chat, runtime facts). `full` mode (IDENTITY, SOUL, USER, AGENTS, TOOLS and
-MEMORY.md) is for chats; `minimal` (AGENTS.md and TOOLS.md only) for sub-agents and cron. File contents are re-read only when a file's
-mtime or size changes; each file is capped at `per_file_cap` and all at `total_cap`, with
-the cut marked so the model knows. With a `SkillCatalog`, the stable block ends with the skills
-block (agents/skills/listing.py: the available skills, sorted, and the `always` ones' bodies),
+MEMORY.md) is for chats; `minimal` (AGENTS.md and TOOLS.md only) for sub-agents and cron.
+The files are opened through the one opener (`agents.workspace_files`): a persona file that
+is a symlink or has several hard links is left out and logged once, never followed, so a link
+planted from `exec` cannot put another file into the prompt. Contents are re-read only when a
+file's inode, mtime or size changes; each file is capped at `per_file_cap` and all at
+`total_cap`, with the cut marked so the model knows.
+With a `SkillCatalog`, the stable block ends with the skills block
+(agents/skills/listing.py: the available skills, sorted, and the `always` ones' bodies),
 looked at again each build and rebuilt only when the catalog's generation moves.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -23,11 +26,13 @@ from zoneinfo import ZoneInfo
 from agents.model import TextBlock, text_block
 from agents.skills.catalog import SkillCatalog
 from agents.skills.listing import skills_prompt
+from agents.workspace_files import RefusedFile, note_refused, opened_regular, read_capped
 
 log = logging.getLogger(__name__)
 
 PromptMode = Literal["full", "minimal"]
 FULL_FILES = ("IDENTITY.md", "SOUL.md", "USER.md", "AGENTS.md", "TOOLS.md", "MEMORY.md")
+MAX_FILE_BYTES = 4_000_000  # read at most this much of one persona file
 MINIMAL_FILES = ("AGENTS.md", "TOOLS.md")
 
 SILENT_RULES = """\
@@ -71,7 +76,7 @@ class RuntimeInfo:
 
 @dataclass(slots=True)
 class _CachedFile:
-    stamp: tuple[int, int]
+    stamp: tuple[int, int, int, int]
     text: str
 
 
@@ -128,21 +133,22 @@ class PromptBuilder:
         return self._skills_block
 
     def _read(self, name: str) -> _CachedFile | None:
-        path = self.workspace / name
         try:
-            st = os.stat(path)
+            with opened_regular(self.workspace, (name,)) as (fd, st):
+                stamp = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+                cached = self._files.get(name)
+                if cached is not None and cached.stamp == stamp:
+                    return cached
+                data = read_capped(fd, MAX_FILE_BYTES)[:MAX_FILE_BYTES]
+        except RefusedFile as exc:
+            note_refused(str(self.workspace / name), exc.why)
+            data = None
         except OSError:
+            data = None
+        if data is None:
             self._files[name] = None
             return None
-        stamp = (st.st_mtime_ns, st.st_size)
-        cached = self._files.get(name)
-        if cached is not None and cached.stamp == stamp:
-            return cached
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            text = ""
-        entry = _CachedFile(stamp, text)
+        entry = _CachedFile(stamp, data.decode("utf-8", errors="replace"))
         self._files[name] = entry
         return entry
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import stat
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,7 @@ from bot.operator.reply import Reply as ControlReply
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon
+from tests.unprivileged import run_unprivileged
 
 
 async def perch(*args: str) -> int:
@@ -319,3 +323,46 @@ def test_a_channel_whose_token_is_unset_is_off_for_other_commands(
     assert "channels.telegram is treated as disabled here" in out
     assert main(["run", "--config", str(config)]) == 78  # the daemon still needs it
     assert "TELEGRAM_TOKEN is not set" in capsys.readouterr().err
+
+
+_KNOCK = """
+import socket, sys
+with socket.socket(socket.AF_UNIX) as sock:
+    sock.connect(sys.argv[1])
+    sock.sendall(b'{"op": "status", "args": {}}\\n')
+    print(sock.makefile().readline())
+"""
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A folder every user may traverse (pytest's tmp dirs are root-only)."""
+    path = Path(tempfile.mkdtemp(prefix="perch-peer-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _widen(path: Path) -> None:
+    path.parent.chmod(0o755)
+    path.chmod(0o666)
+
+
+async def test_the_socket_answers_only_the_daemons_user_whatever_its_mode(
+    open_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another user reaching the socket (a mode widened by hand) is refused by its uid."""
+    if os.geteuid() != 0:
+        pytest.skip("connecting as another user needs root")
+    store = {"store.path": f"{open_dir}/data/perch.db"}
+    async with FakeAnthropic() as fake, running_daemon(open_dir, fake, {}, store) as daemon:
+        path = socket_path(daemon.config)
+        await asyncio.to_thread(_widen, path)
+        done = await asyncio.to_thread(run_unprivileged, _KNOCK, str(path), imports=())
+        assert done.returncode == 0, done.stderr
+        answer = json.loads(done.stdout)
+        mine = await call(path, "status", {})
+    assert answer["code"] == 2 and "not yours" in answer["err"], done.stdout + done.stderr
+    assert "Perch is running" not in answer["out"]
+    assert mine is not None and mine.code == 0  # the daemon's own user still is
+    assert any("refused a connection from uid 65534" in r.getMessage() for r in caplog.records)

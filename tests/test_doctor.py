@@ -54,6 +54,7 @@ async def test_all_checks_pass_against_healthy_services(tmp_path: Path) -> None:
         "signal",
         "database",
         "workspace",
+        "layout",
         "timezone",
         "exec",
         "skills",

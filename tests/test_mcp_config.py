@@ -59,7 +59,7 @@ def test_an_empty_section_is_the_default(tmp_path: Path) -> None:
         ({"x": {"url": "http://h/mcp", "env": {"A": "b"}}}, "env and cwd belong to stdio"),
         ({"x": {"command": ["a"], "headers": {"A": "b"}}}, "headers belong to HTTP servers"),
         ({"x": {"url": "http://h/mcp", "sandbox": True}}, "sandbox: true applies to stdio"),
-        ({"x": {"command": ["a"], "network": True}}, "network: only matters with sandbox"),
+        ({"x": {"command": ["a"], "sandbox": False, "network": False}}, "network: false needs"),
         ({"x": {"command": ["a"], "timeout_s": 0}}, "mcp.servers.x.timeout_s"),
         ({"x": {"command": ["a"], "tool": ["a"]}}, "mcp.servers.x.tool: unknown key"),
         ({"a.b": {"command": ["a"]}}, "server name 'a.b'"),

@@ -266,7 +266,7 @@ async def test_send_file_refusals_are_tool_errors_the_model_reads(
         await tg.wait_for("sendMessage", 1, timeout=10)
         results = tool_results(model.requests[-1])
         assert all(is_error for _, is_error in results)
-        assert "outside the workspace" in results[0][0]
+        assert "symlink" in results[0][0]
         assert "hard links" in results[1][0]
         assert "'..'" in results[2][0]
         assert "refused fine.txt" in results[3][0] and "File is empty" in results[3][0]

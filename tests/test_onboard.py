@@ -209,3 +209,40 @@ def test_env_file_round_trips_any_value(values: dict[str, str]) -> None:
         assert read_env_file(path) == {"OTHER": "1", **values}
         assert path.read_text().startswith("# kept\n")
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+async def test_a_rerun_keeps_a_private_configs_mode_and_its_backups(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    config = tmp_path / "config.yaml"
+    async with FakeTelegram() as telegram:
+        flags = [
+            "onboard",
+            "--config",
+            str(config),
+            "--yes",
+            "--no-doctor",
+            "--api-key",
+            KEY,
+            "--base-url",
+            fake.base_url,
+            "--channels",
+            "telegram",
+            "--env",
+            f"TELEGRAM_BOT_TOKEN={TOKEN}",
+            "--set",
+            f"channels.telegram.base_url={telegram.base_url}",
+            "--secrets",
+            "env",
+            "--secrets-path",
+            str(tmp_path / "perch.env"),
+        ]
+        assert await perch(*flags, "--owner", "telegram:1") == 0
+        await asyncio.to_thread(config.chmod, 0o600)
+        first = await asyncio.to_thread(config.read_text)
+        assert await perch(*flags, "--owner", "telegram:2") == 0
+    backup = tmp_path / "config.yaml.bak"
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    assert stat.S_IMODE(backup.stat().st_mode) == 0o600
+    assert backup.read_text() == first
+    assert "2" in yaml.safe_load(config.read_text())["channels"]["telegram"]["allow_from"]

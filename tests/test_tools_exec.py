@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from agents.cancel import Cancelled
 from agents.tools.base import ToolContext, ToolError
-from agents.tools.exec import SECRET_MARKERS, ExecTool, build_env, is_secret_name
+from agents.tools.exec import ExecTool
+from agents.tools.exec_env import SECRET_MARKERS, build_env, is_secret_name
 from tests.waiting import eventually
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -20,11 +19,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agents.tools.base import ToolContext
-from agents.tools.exec import ExecTool, build_env, looks_like_secret_value
+from agents.tools.exec import ExecTool
+from agents.tools.exec_env import build_env, looks_like_secret_value
 from agents.tools.sandbox import Limits, Sandbox, SandboxUnavailable, select_sandbox
 from bot.config.errors import ConfigError
 from bot.config.schema import Config
 from bot.tools.belt import build_tools
+from tests.unprivileged import run_unprivileged
 from tests.waiting import eventually
 
 PYTHON3 = "/usr/bin/python3"
@@ -181,21 +182,6 @@ async def test_inside_the_sandbox_no_file_grows_past_the_disk_floor(ws: Path) ->
     assert (ws / "big.bin").stat().st_size < 100_000
 
 
-def _tasks_of(uid: int) -> int:
-    count = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            for status in (entry / "task").iterdir():
-                text = (status / "status").read_text()
-                line = next(li for li in text.splitlines() if li.startswith("Uid:"))
-                count += int(line.split()[1]) == uid
-        except (OSError, StopIteration):
-            continue
-    return count
-
-
 _BOMB = """
 import os, time
 started = failed = 0
@@ -225,6 +211,7 @@ command = "/usr/bin/python3 bomb.py"
 ctx = ToolContext(workspace=Path(sys.argv[1]), session_key="k")
 print(asyncio.run(tool.run({"command": command, "timeout_s": 60}, ctx)).content)
 """
+EXEC_MODULES = ("agents.tools.base", "agents.tools.exec", "agents.tools.sandbox")
 
 
 @pytest.fixture
@@ -237,31 +224,13 @@ def shared_ws() -> Iterator[Path]:
 
 
 def test_fork_bombs_hit_the_process_limit(shared_ws: Path) -> None:
+    """As the service user (nobody, when the tests run as root: RLIMIT_NPROC does not bind
+    root), from wherever the checkout is: the code is imported before privileges drop."""
     bwrap_sandbox()
     if not HAVE_PYTHON3:
         pytest.skip(f"{PYTHON3} is missing; the fork test forks with it")
-    prefix: list[str] = []
-    uid = os.geteuid()
-    if uid == 0:
-        # RLIMIT_NPROC does not bind root: run the daemon side as nobody, as a service would
-        # run as its own user.
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("running as root without setpriv; RLIMIT_NPROC does not bind root")
-        uid = 65534
-        prefix = [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
     (shared_ws / "bomb.py").write_text(_BOMB)
-    limit = _tasks_of(uid) + 40
-    repo = Path(__file__).resolve().parent.parent
-    done = subprocess.run(
-        [*prefix, sys.executable, "-c", _FORK_SCRIPT, str(shared_ws), str(limit)],
-        cwd=repo,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(repo)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_unprivileged(_FORK_SCRIPT, str(shared_ws), "40", imports=EXEC_MODULES)
     assert done.returncode == 0, done.stderr
     words = done.stdout.split()
     assert "started" in words, done.stdout

@@ -10,9 +10,12 @@ lost the state goes `down` with the reason, and the next attempt follows after 1
 up to 60 s (the first failure is logged as a warning, the retries after it at info level).
 Entries of the `tools:` allow-list that name no tool of the server are warned about when the
 list is first read. A call may pass a progress callback for the server's progress
-notifications. A stdio server is started in its own process group with only a minimal
-environment (PATH, HOME, ... plus its `env`), and is stopped by closing its stdin, then
-SIGTERM, then SIGKILL; if the daemon itself dies, the closed stdin ends it.
+notifications. A stdio server is started through Perch's own transport (`stdio.py`): its own
+process group, only a minimal environment (PATH, HOME, ... plus its `env`), a parent-death
+signal so it dies with the daemon even after `kill -9`, each message cut while it is read,
+and its stderr cleaned, rate-limited and logged as the server's; it is stopped by closing its
+stdin, then SIGTERM, then SIGKILL to the group. A server that dies is shown DOWN with its last
+stderr line.
 
 Calls never wait for a server that is not up (they fail at once with the state), are bounded
 by `timeout_s`, and fail promptly when the connection dies under them. Over HTTP, each request
@@ -24,22 +27,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
-import os
-import sys
+import shutil
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Literal, Protocol, TextIO
+from typing import Any, Literal, Protocol
 
 import httpx2
 import mcp_types as types
 from httpx_aiohttp.httpx2 import Httpx2AiohttpClient
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession
+from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from agents.mcp.spec import ServerSpec
+from agents.mcp.stdio import StderrLog, stdio_transport
 
 log = logging.getLogger(__name__)
 # The HTTP client logs every request at INFO; one line per MCP call is noise in our logs.
@@ -53,21 +58,6 @@ CONNECT_TIMEOUT_S = 30.0
 MAX_BACKOFF_S = 60.0
 STOP_GRACE_S = 5.0
 PING_TIMEOUT_S = 30.0
-
-
-def _errlog() -> TextIO:
-    """Where a stdio server's stderr goes: ours, or /dev/null when ours is no real file."""
-    try:
-        sys.stderr.fileno()
-        return sys.stderr
-    except (AttributeError, OSError, ValueError):
-        global _devnull
-        if _devnull is None:
-            _devnull = open(os.devnull, "w")  # noqa: SIM115 (kept for the process's life)
-        return _devnull
-
-
-_devnull: TextIO | None = None
 
 
 class Progress(Protocol):
@@ -118,6 +108,7 @@ class McpConnection:
         self._lost = asyncio.Event()
         self._relist = asyncio.Event()
         self._stop = asyncio.Event()
+        self._errlog = StderrLog(spec.name)
 
     # -- public ------------------------------------------------------------------------------
 
@@ -140,6 +131,9 @@ class McpConnection:
                 raise
             except BaseException as exc:
                 reason = describe(exc)
+            if self._errlog.last and self.spec.command:
+                reason += f" (its last line on stderr: {self._errlog.last})"
+                self._errlog.last = ""
             self._session = None
             if self._stop.is_set():
                 break
@@ -222,14 +216,12 @@ class McpConnection:
     async def _transport(self) -> AsyncIterator[Any]:
         spec = self.spec
         if spec.command:
+            if spec.launch:  # under bwrap: say plainly when the program itself is missing
+                path = spec.env.get("PATH") or get_default_environment().get("PATH")
+                if shutil.which(spec.command[0], path=path) is None:
+                    raise FileNotFoundError(errno.ENOENT, "not found", spec.command[0])
             argv = spec.launch or spec.command
-            params = StdioServerParameters(
-                command=argv[0],
-                args=list(argv[1:]),
-                env=spec.env or None,
-                cwd=spec.cwd,
-            )
-            async with stdio_client(params, errlog=_errlog()) as streams:
+            async with stdio_transport(argv, spec.env, spec.cwd, self._errlog) as streams:
                 yield streams
         else:
             hooks = {"request": [self._add_headers]} if self._request_headers else None

@@ -7,7 +7,8 @@ full disk the next turn's history cannot be saved. `ensure_room(workspace, addin
 or 5% of a smaller filesystem. Tools that write (`write_file`, `edit_file`, `memory_append`)
 ask before each write. `exec` cannot be asked per write: `headroom(workspace)` caps the size
 any one file of a command may reach (`RLIMIT_FSIZE`), so near the floor a command cannot
-write past it (deleting files still works), and the next call sees the disk as it is.
+write past it (deleting files still works), and exec watches `free_and_floor` while the
+command runs, stopping it when the whole command has taken the disk below the floor.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def keep_free(total: int) -> int:
     return min(KEEP_FREE_BYTES, int(total * KEEP_FREE_SHARE))
 
 
-def _free_and_floor(workspace: Path, keep: int | None) -> tuple[int, int] | None:
+def free_and_floor(workspace: Path, keep: int | None) -> tuple[int, int] | None:
     """(bytes free, bytes to keep free) on the workspace's filesystem; None when it cannot
     be asked (the write itself then reports a real problem plainly)."""
     try:
@@ -40,14 +41,14 @@ def _free_and_floor(workspace: Path, keep: int | None) -> tuple[int, int] | None
 def headroom(workspace: Path, keep: int | None = None) -> int | None:
     """Bytes that may still be written on the workspace's filesystem before the floor (0
     when it is reached); None when the filesystem cannot be asked."""
-    known = _free_and_floor(workspace, keep)
+    known = free_and_floor(workspace, keep)
     return None if known is None else max(known[0] - known[1], 0)
 
 
 def ensure_room(workspace: Path, adding: int, keep: int | None = None) -> None:
     """ToolError if writing `adding` bytes would leave less than `keep` (default
     `keep_free(total)`) free on the filesystem holding `workspace`."""
-    known = _free_and_floor(workspace, keep)
+    known = free_and_floor(workspace, keep)
     if known is None or known[0] - adding >= known[1]:
         return
     free, floor = known

@@ -9,77 +9,45 @@ a scrubbed environment (PATH, HOME=workspace, LANG, TZ and allow-listed names, n
 value that looks like a secret). Under bubblewrap, the folders `mounts()` names (skills outside
 the workspace) are visible read-only where the prompt says they are, asked for at each call. When the call ends (exit, timeout, `ctx.cancel`, or task
 cancellation) the whole process group is killed, so `cmd &` does not outlive the call; under
-bwrap the PID namespace dies with it, so not even a process that calls setsid() escapes.
+bwrap the PID namespace dies with it, and where the command has its own cgroup (sandbox.py)
+everything in it is killed, so not even a process that calls setsid() escapes.
+
+The disk: no file may grow past the room left above the kept-free floor (RLIMIT_FSIZE), and
+while the command runs the floor is watched for the whole command (checked every 50 ms, and
+more often as the room shrinks, down to 1 ms): when it is reached the command is stopped and
+the model told. Where the command has a cgroup, the result also says when it ran into its
+memory or process limit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
-import re
 import signal
 import subprocess
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agents.cancel import Cancelled, CancelToken
 from agents.tools.base import ToolContext, ToolError, ToolResult
-from agents.tools.disk_room import headroom
+from agents.tools.cgroups import CommandCgroup
+from agents.tools.disk_room import free_and_floor, headroom
+from agents.tools.exec_env import build_env
 from agents.tools.sandbox import Sandbox
 
-SECRET_MARKERS = (
-    "TOKEN",
-    "KEY",
-    "SECRET",
-    "PASSWORD",
-    "PASS",
-    "CREDENTIAL",
-    "AUTH",
-    "COOKIE",
-    "SESSION",
-)
-# Values that carry a credential whatever their variable is called: a URL with a password
-# (`postgres://user:pass@host`), well-known token prefixes, PEM private keys.
-_SECRET_VALUE = re.compile(
-    r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"
-    r"|^(sk-|sk_live_|xox[abpors]-|xapp-|ghp_|gho_|github_pat_|glpat-|AKIA[0-9A-Z]{12})"
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
-)
-DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+log = logging.getLogger(__name__)
+
 EOF_GRACE_S = 1.0
 KILL_WAIT_S = 2.0
 NEARLY_FULL = 1024 * 1024 * 1024  # headroom under which a result says the disk is nearly full
-
-
-def is_secret_name(name: str) -> bool:
-    """True if an environment variable name looks like it holds a secret."""
-    upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
-
-
-def looks_like_secret_value(value: str) -> bool:
-    """True if a value looks like a credential (URL with a password, token, private key)."""
-    return _SECRET_VALUE.search(value) is not None
-
-
-def build_env(
-    workspace: Path, allow_env: Iterable[str] = (), source: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """The environment a command sees: PATH, HOME, LANG, TZ and allowed non-secret names."""
-    src = os.environ if source is None else source
-    env = {
-        name: src[name]
-        for name in allow_env
-        if name in src and not is_secret_name(name) and not looks_like_secret_value(src[name])
-    }
-    env["PATH"] = src.get("PATH") or DEFAULT_PATH
-    env["LANG"] = src.get("LANG") or "C.UTF-8"
-    if src.get("TZ"):
-        env["TZ"] = src["TZ"]
-    env["HOME"] = str(workspace)
-    return env
+DISK_POLL_MAX_S = 0.05
+DISK_POLL_MIN_S = 0.001
+DISK_WRITE_RATE = 2e9  # bytes a second a fast disk takes: the room is checked before it is gone
+DISK_SLACK = 1024 * 1024  # the daemon's own writes (logs, history) while a command runs
+_MB = 1024 * 1024
 
 
 class _CappedOutput:
@@ -222,6 +190,12 @@ class ExecTool:
         # bwrap binds the real path; HOME and the working directory name that same path.
         workspace = ctx.workspace.resolve() if self.sandbox.mode == "bwrap" else ctx.workspace
         binds = self.mounts() if self.mounts is not None and self.sandbox.mode == "bwrap" else ()
+        group = self._cgroup()
+        preexec = self.sandbox.limits.preexec(
+            room,
+            nproc=self.sandbox.nproc_by_rlimit(group is not None),
+            join=group.join if group is not None else None,
+        )
         loop = asyncio.get_running_loop()
         spawn = asyncio.ensure_future(
             loop.subprocess_exec(
@@ -233,35 +207,50 @@ class ExecTool:
                 cwd=workspace,
                 env=build_env(workspace, self.allow_env),
                 start_new_session=True,
-                preexec_fn=self.sandbox.limits.preexec(room),
+                preexec_fn=preexec,
             )
         )
         try:
-            transport, proto = await asyncio.shield(spawn)
-        except asyncio.CancelledError:
-            # Cancelled while starting: the shell may already run (and have children), so
-            # finish the start, then kill the group before giving up.
-            with contextlib.suppress(Exception):
-                started, _ = await spawn
-                _kill_group(started.get_pid())
-                started.close()
-            raise
-        pgid = transport.get_pid()
-        try:
-            outcome = await _supervise(proto, ctx.cancel, timeout)
+            try:
+                transport, proto = await asyncio.shield(spawn)
+            except asyncio.CancelledError:
+                # Cancelled while starting: the shell may already run (and have children), so
+                # finish the start, then kill the group before giving up.
+                with contextlib.suppress(Exception):
+                    started, _ = await spawn
+                    _kill_group(started.get_pid())
+                    started.close()
+                raise
+            pgid = transport.get_pid()
+            floor = _disk_floor(ctx.workspace, self.keep_free)
+            try:
+                outcome = await _supervise(proto, ctx.cancel, timeout, floor)
+            finally:
+                _kill_group(pgid)
+                if group is not None:
+                    group.kill()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(KILL_WAIT_S):
+                        await proto.exited.wait()
+                        await proto.eof.wait()
+                transport.close()
         finally:
-            _kill_group(pgid)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(KILL_WAIT_S):
-                    await proto.exited.wait()
-                    await proto.eof.wait()
-            transport.close()
+            hit = self._limit_note(group)
+            if group is not None:
+                await asyncio.to_thread(group.close)
 
         if outcome == "cancelled":
             raise Cancelled(ctx.cancel.reason or "cancelled")
         text = output.render(self.max_output_chars) or "(no output)"
         if outcome == "timeout":
             status = f"[timed out after {timeout:g} s; the command's process group was killed]"
+            return ToolResult(f"{status}\n{text}", is_error=True)
+        if outcome == "disk":
+            status = (
+                "[stopped: the disk holding the workspace reached the space kept free for "
+                "Perch's history and logs, so the command was killed. Delete files no longer "
+                "needed, or tell the user the disk is nearly full]"
+            )
             return ToolResult(f"{status}\n{text}", is_error=True)
         code = transport.get_returncode()
         if code is None or code < 0:
@@ -270,6 +259,7 @@ class ExecTool:
             status = f"[exit code {code}]"
         if outcome == "lingering":
             text += "\n[background processes still holding the output were killed]"
+        text += hit
         if room is not None and room < NEARLY_FULL:
             text += (
                 f"\n[the disk is nearly full: no file could grow past {room:,} bytes in this "
@@ -277,6 +267,33 @@ class ExecTool:
                 "history. Deleting files works; tell the user if space is needed]"
             )
         return ToolResult(f"{status}\n{text}")
+
+    def _cgroup(self) -> CommandCgroup | None:
+        """This command's own cgroup, where the host lets Perch make one."""
+        home = self.sandbox.cgroups
+        if home is None:
+            return None
+        limits = self.sandbox.limits
+        try:
+            return home.command(limits.processes, limits.memory_mb * _MB)
+        except OSError as exc:
+            log.warning("exec: no cgroup for this command (%s); rlimits only", exc)
+            return None
+
+    def _limit_note(self, group: CommandCgroup | None) -> str:
+        """What the model should know when the command ran into its cgroup's limits."""
+        hit = group.limit_hit() if group is not None else None
+        if group is None or hit is None:
+            return ""
+        if hit == "memory":
+            return (
+                f"\n[the command reached its memory limit ({group.memory_bytes // _MB:,} MB for "
+                "all its processes together); the kernel killed a process of it]"
+            )
+        return (
+            f"\n[the command reached its limit of {group.processes:,} processes; starting "
+            "more failed]"
+        )
 
 
 def _sandbox_note(sandbox: Sandbox) -> str:
@@ -289,21 +306,51 @@ def _sandbox_note(sandbox: Sandbox) -> str:
     )
 
 
-async def _supervise(proto: _ShellProtocol, cancel: CancelToken, timeout: float) -> str:
-    """ "exited", "lingering" (exited, output still held open), "timeout" or "cancelled"."""
+async def _disk_floor(workspace: Path, keep: int | None) -> None:
+    """Return once the command has taken the workspace's disk below its kept-free floor: free
+    space more than `DISK_SLACK` under both the floor and what was free when it started (so a
+    command started below the floor may still delete files, and the daemon's own small writes
+    meanwhile don't count). Checked before a fast disk could fill what is left: every 50 ms at
+    most, every 1 ms near the floor."""
+    known = free_and_floor(workspace, keep)
+    if known is None:  # the filesystem cannot be asked: the per-file limit still holds
+        await asyncio.Future()
+        return
+    free, floor = known
+    limit = min(free, floor) - DISK_SLACK
+    while True:
+        known = free_and_floor(workspace, keep)
+        free = known[0] if known is not None else free
+        if free < limit:
+            return
+        wait = min(DISK_POLL_MAX_S, max(DISK_POLL_MIN_S, (free - limit) / DISK_WRITE_RATE))
+        await asyncio.sleep(wait)
+
+
+async def _supervise(
+    proto: _ShellProtocol, cancel: CancelToken, timeout: float, floor: Coroutine[Any, Any, None]
+) -> str:
+    """ "exited", "lingering" (exited, output still held open), "timeout", "cancelled" or
+    "disk" (the disk's floor was reached)."""
     exit_wait = asyncio.ensure_future(proto.exited.wait())
     cancel_wait = asyncio.ensure_future(cancel.wait())
+    floor_wait = asyncio.ensure_future(floor)
     try:
         done, _ = await asyncio.wait(
-            {exit_wait, cancel_wait}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            {exit_wait, cancel_wait, floor_wait},
+            timeout=timeout,
+            return_when=asyncio.FIRST_COMPLETED,
         )
     finally:
         exit_wait.cancel()
         cancel_wait.cancel()
+        floor_wait.cancel()
     if exit_wait in done:
         try:
             await asyncio.wait_for(proto.eof.wait(), EOF_GRACE_S)
         except TimeoutError:
             return "lingering"
         return "exited"
-    return "cancelled" if cancel_wait in done else "timeout"
+    if cancel_wait in done:
+        return "cancelled"
+    return "disk" if floor_wait in done else "timeout"

@@ -1,57 +1,76 @@
-"""The file tools' I/O, done relative to an open workspace descriptor (see beneath.py).
+"""The file tools' side of the one opener (`agents.workspace_files`): paths and tool errors.
 
-Every function takes the workspace and the path's components *after* symlinks inside the
-workspace were resolved by `resolve_in_workspace`, so none of them should be a symlink; if one
-is (swapped in by a concurrent process), the open fails with ELOOP and the call is refused,
-never followed. Regular files with more than one hard link are refused for reading (a link
-placed in the workspace could name any file of the daemon's user). Every OS error, a vanished
-file included, becomes a `ToolError` the model can read.
+`workspace_parts(path)` turns what the model wrote into plain components (no absolute path,
+no `..`, no NUL), and every read or write then goes through `agents.workspace_files`, which
+opens beneath the workspace descriptor without following any symlink. Regular files with more
+than one hard link are refused for reading and editing (a link placed in the workspace could
+name any file of the daemon's user). Every OS error, a symlink or a vanished file included,
+becomes a `ToolError` the model can read.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import secrets
 import stat
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
 
 from agents.tools.base import ToolError
-from agents.tools.beneath import open_beneath, open_dir
+from agents.workspace_files import (
+    RefusedFile,
+    note_refused,
+    open_dir,
+    opened_regular,
+    read_capped,
+    workspace_root,
+)
+from agents.workspace_files import write_atomic as _write_atomic
 
 BINARY_SNIFF_BYTES = 8_192
 
 
-@contextlib.contextmanager
-def workspace_fd(workspace: Path) -> Iterator[int]:
-    """An O_DIRECTORY descriptor of the workspace, closed on exit."""
-    try:
-        fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise ToolError(f"workspace {workspace} cannot be opened ({exc.strerror})") from None
-    try:
-        yield fd
-    finally:
-        os.close(fd)
+def workspace_parts(path: str) -> tuple[tuple[str, ...], str]:
+    """The components of a relative workspace path and how to show it, or ToolError.
+
+    Refused: non-strings, empty paths, NUL bytes, absolute paths and any `..` component.
+    Symlinks are not looked at here: the open refuses them (they are never followed)."""
+    if not isinstance(path, str):
+        raise ToolError(f"path must be a string, got {type(path).__name__}")
+    if path == "":
+        raise ToolError("path is empty: give a path relative to the workspace, e.g. 'notes.md'")
+    if "\x00" in path:
+        raise ToolError("path contains a NUL byte; give a plain relative path")
+    pure = PurePosixPath(path)
+    if pure.is_absolute():
+        raise ToolError(
+            f"path {path!r} is absolute; give a path relative to the workspace (e.g. 'notes.md')"
+        )
+    if ".." in pure.parts:
+        raise ToolError(f"path {path!r} contains '..'; paths must stay inside the workspace")
+    parts = tuple(part for part in pure.parts if part != ".")
+    return parts, "/".join(parts) or "."
 
 
 def os_problem(exc: OSError, shown: str, action: str) -> ToolError:
     """A readable ToolError for an OSError met while `action`ing `shown`."""
+    if isinstance(exc, RefusedFile):
+        note_refused(shown, exc.why)  # once per path in the log; every time for the model
+        if exc.why == "is a symbolic link":
+            return ToolError(
+                f"{shown} is, or passes through, a symlink; symlinks in the workspace are not "
+                "followed (give the path of the real file or directory)"
+            )
+        return ToolError(f"{shown} {exc.why}; refused")
     code = exc.errno
     if code == errno.ENOENT:
         return ToolError(f"{shown}: no such file or directory (use list_dir to see what exists)")
-    if code == errno.ELOOP:
-        return ToolError(
-            f"{shown}: a part of this path was replaced by a symlink during the call; refused"
-        )
     if code == errno.ENOTDIR:
         return ToolError(f"{shown}: a parent of this path is a file, not a directory")
     if code == errno.EISDIR:
         return ToolError(f"{shown} is a directory; give a file path")
-    if code == errno.EXDEV:
-        return ToolError(f"{shown}: the path leaves the workspace; refused")
+    if code == errno.EEXIST:
+        return ToolError(f"{shown}: a parent of this path is a file, not a directory")
     return ToolError(f"{shown}: cannot {action} ({exc.strerror})")
 
 
@@ -84,110 +103,45 @@ def read_bytes(
 ) -> bytes:
     """The file's bytes, opened beneath the workspace without following symlinks; refuses
     non-regular, hard-linked and oversized files (`too_big` says what to do instead)."""
-    with workspace_fd(workspace) as root:
-        try:
-            fd = open_beneath(root, parts, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError as exc:
-            if exc.errno == errno.EISDIR:
-                raise ToolError(f"{shown} is a directory; use list_dir") from None
-            raise os_problem(exc, shown, "open") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise ToolError(f"{shown} is a directory; use list_dir")
-        raise ToolError(f"{shown} is not a regular file (device, socket or pipe); refused")
-    with os.fdopen(fd, "rb") as fh:
-        if st.st_nlink > 1:
-            raise ToolError(
-                f"{shown} has {st.st_nlink} hard links, so it may be a file from outside the "
-                "workspace; refused (copy its content into a new file if it is yours)"
-            )
-        if st.st_size > max_bytes:
-            hint = f"; {too_big}" if too_big else ""
-            raise ToolError(
-                f"{shown} is {st.st_size:,} bytes, over the {max_bytes:,}-byte cap of {tool}{hint}"
-            )
-        try:
-            data = fh.read(max_bytes + 1)
-        except OSError as exc:
-            raise os_problem(exc, shown, "read") from None
+    try:
+        with opened_regular(workspace, parts) as (fd, st):
+            if st.st_size > max_bytes:
+                hint = f"; {too_big}" if too_big else ""
+                raise ToolError(
+                    f"{shown} is {st.st_size:,} bytes, over the {max_bytes:,}-byte cap of "
+                    f"{tool}{hint}"
+                )
+            data = read_capped(fd, max_bytes)
+    except IsADirectoryError:
+        raise ToolError(f"{shown} is a directory; use list_dir") from None
+    except OSError as exc:
+        raise os_problem(exc, shown, "read") from None
     if len(data) > max_bytes:
         raise ToolError(f"{shown} grew past the {max_bytes:,}-byte cap of {tool} while read")
     return data
-
-
-def open_regular(workspace: Path, parts: Sequence[str], shown: str, flags: int) -> int:
-    """A descriptor of the regular file at `parts`, opened beneath the workspace without
-    following symlinks (`flags` e.g. O_RDONLY or O_WRONLY | O_APPEND); refuses anything that
-    is not a regular file with exactly one hard link. The caller closes it."""
-    with workspace_fd(workspace) as root:
-        try:
-            fd = open_beneath(root, parts, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError as exc:
-            raise os_problem(exc, shown, "open") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
-        os.close(fd)
-        why = "is not a regular file" if not stat.S_ISREG(st.st_mode) else "has several hard links"
-        raise ToolError(f"{shown} {why}, so it may not be a workspace file; refused")
-    return fd
 
 
 def write_atomic(workspace: Path, parts: Sequence[str], shown: str, data: bytes) -> None:
     """Replace the file with `data` via a temp file and rename in its (no-follow) parent."""
     if not parts:
         raise ToolError("path names the workspace itself; give a file path")
-    with workspace_fd(workspace) as root:
-        try:
-            parent = open_dir(root, parts[:-1], create=True)
-        except FileExistsError:
-            raise ToolError(f"{shown}: a parent of this path is a file, not a directory") from None
-        except OSError as exc:
-            raise os_problem(exc, shown, "write") from None
     try:
-        _replace_in(parent, parts[-1], data)
+        _write_atomic(workspace, parts, data)
+    except FileExistsError:
+        raise ToolError(f"{shown}: a parent of this path is a file, not a directory") from None
     except OSError as exc:
         raise os_problem(exc, shown, "write") from None
-    finally:
-        os.close(parent)
-
-
-def _replace_in(parent: int, name: str, data: bytes) -> None:
-    mode = 0o644
-    try:
-        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-    except FileNotFoundError:
-        pass
-    else:
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory")
-        if stat.S_ISREG(st.st_mode):
-            mode = stat.S_IMODE(st.st_mode)
-    tmp = f".{name[:100]}.{secrets.token_hex(6)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, mode, dir_fd=parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=parent)
-        raise
 
 
 def list_entries(workspace: Path, parts: Sequence[str], shown: str, max_entries: int) -> str:
     """One line per entry: `name/` for directories, sizes for files, targets for symlinks."""
-    with workspace_fd(workspace) as root:
-        try:
+    try:
+        with workspace_root(workspace) as root:
             dfd = open_dir(root, parts)
-        except OSError as exc:
-            if exc.errno == errno.ENOTDIR:
-                raise ToolError(f"{shown} is a file, not a directory; use read_file") from None
-            raise os_problem(exc, shown, "list") from None
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            raise ToolError(f"{shown} is a file, not a directory; use read_file") from None
+        raise os_problem(exc, shown, "list") from None
     try:
         with os.scandir(dfd) as it:
             entries = sorted(it, key=lambda e: e.name)
@@ -206,7 +160,8 @@ def _render(entries: list[os.DirEntry[str]], dfd: int, shown: str, max_entries: 
         try:
             st = os.stat(entry.name, dir_fd=dfd, follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode):
-                lines.append(f"{entry.name} -> {os.readlink(entry.name, dir_fd=dfd)}")
+                target = os.readlink(entry.name, dir_fd=dfd)
+                lines.append(f"{entry.name} -> {target}  (symlink: not followed by the tools)")
             elif stat.S_ISDIR(st.st_mode):
                 lines.append(f"{entry.name}/")
             else:

@@ -1,74 +1,27 @@
 """File tools confined to the session workspace: `read_file`, `write_file`, `edit_file`, `list_dir`.
 
-`resolve_in_workspace` is the gate every path goes through: absolute paths, `..` components,
-symlink loops and anything whose real path (symlinks followed) leaves the workspace are
-refused. The file is then opened from an open workspace descriptor along that resolved path
-with no-follow semantics (file_io.py, beneath.py: `openat2` RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS
-or per-component O_NOFOLLOW), so a directory swapped for a symlink between the check and the
-open makes the call fail instead of leading outside. Writes are atomic (temp file + rename in
-the parent's descriptor); files with several hard links are not read or edited.
+A path is split into plain components (`file_io.workspace_parts`: absolute paths, `..` and NUL
+refused) and opened through the one opener, `agents.workspace_files`: beneath an open
+workspace descriptor, never through a symlink (`openat2` RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS,
+or component by component with O_NOFOLLOW), so a directory swapped for a symlink during a
+call makes it fail instead of leading outside. Symlinks inside the workspace are shown by
+`list_dir` but not followed. Writes are atomic (temp file + rename in the parent's
+descriptor); files with several hard links are not read or edited.
 """
 
 from __future__ import annotations
 
 import asyncio
-import errno
-from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolResult
 from agents.tools.disk_room import ensure_room
-from agents.tools.file_io import list_entries, read_text, write_atomic
+from agents.tools.file_io import list_entries, read_text, workspace_parts, write_atomic
 
 DEFAULT_MAX_READ_BYTES = 2_000_000
 DEFAULT_MAX_WRITE_BYTES = 5_000_000
 DEFAULT_READ_LINES = 2_000
 DEFAULT_MAX_ENTRIES = 200
-
-
-def resolve_in_workspace(workspace: Path, path: str) -> Path:
-    """The real path `path` names inside `workspace`, or ToolError if it would leave it.
-
-    Refused: empty paths, NUL bytes, absolute paths, any `..` component, and paths whose
-    resolved real path (every symlink followed, including intermediate directories and a
-    symlink at the target itself, dangling or not) is not the workspace or below it.
-    """
-    if not isinstance(path, str):
-        raise ToolError(f"path must be a string, got {type(path).__name__}")
-    if path == "":
-        raise ToolError("path is empty: give a path relative to the workspace, e.g. 'notes.md'")
-    if "\x00" in path:
-        raise ToolError("path contains a NUL byte; give a plain relative path")
-    pure = PurePosixPath(path)
-    if pure.is_absolute():
-        raise ToolError(
-            f"path {path!r} is absolute; give a path relative to the workspace (e.g. 'notes.md')"
-        )
-    if ".." in pure.parts:
-        raise ToolError(f"path {path!r} contains '..'; paths must stay inside the workspace")
-    try:
-        root = workspace.resolve()
-        real = (root / pure).resolve()
-    except RuntimeError:  # Python 3.11/3.12 report a symlink loop this way
-        raise ToolError(f"path {path!r} runs into a symlink loop; refused") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ToolError(f"path {path!r} runs into a symlink loop; refused") from None
-        raise ToolError(f"path {path!r} cannot be resolved ({exc.strerror})") from None
-    if not real.is_relative_to(root):
-        raise ToolError(f"path {path!r} leads outside the workspace through a symlink; refused")
-    return real
-
-
-def _display(workspace: Path, real: Path) -> str:
-    """`real` relative to the workspace, for messages the model reads."""
-    rel = real.relative_to(workspace.resolve())
-    return str(rel) if str(rel) != "." else "."
-
-
-def _parts(workspace: Path, real: Path) -> tuple[str, ...]:
-    """The components of `real` below the workspace (empty for the workspace itself)."""
-    return real.relative_to(workspace.resolve()).parts
 
 
 def _str_arg(args: dict[str, Any], name: str, *, default: str | None = None) -> str:
@@ -130,9 +83,7 @@ class ReadFileTool:
         path = _str_arg(args, "path")
         offset = _int_arg(args, "offset", 1, minimum=1)
         limit = _int_arg(args, "limit", self.default_limit, minimum=1)
-        real = resolve_in_workspace(ctx.workspace, path)
-        shown = _display(ctx.workspace, real)
-        parts = _parts(ctx.workspace, real)
+        parts, shown = workspace_parts(path)
         text = await asyncio.to_thread(read_text, ctx.workspace, parts, shown, self.max_bytes)
         lines = text.splitlines(keepends=True)
         if offset > 1 and offset > len(lines):
@@ -180,11 +131,9 @@ class WriteFileTool:
                 f"content is {len(data):,} bytes, over the {self.max_bytes:,}-byte cap of "
                 "write_file; write it in smaller files"
             )
-        real = resolve_in_workspace(ctx.workspace, path)
-        shown = _display(ctx.workspace, real)
-        if real == ctx.workspace.resolve():
+        parts, shown = workspace_parts(path)
+        if not parts:
             raise ToolError("path names the workspace itself; give a file path")
-        parts = _parts(ctx.workspace, real)
         ensure_room(ctx.workspace, len(data), self.keep_free)
         await asyncio.to_thread(write_atomic, ctx.workspace, parts, shown, data)
         return ToolResult(f"Wrote {len(data):,} bytes to {shown}")
@@ -224,9 +173,7 @@ class EditFileTool:
         new_text = _str_arg(args, "new_text")
         if old_text == "":
             raise ToolError("old_text is empty; give the exact text to replace")
-        real = resolve_in_workspace(ctx.workspace, path)
-        shown = _display(ctx.workspace, real)
-        parts = _parts(ctx.workspace, real)
+        parts, shown = workspace_parts(path)
         text = await asyncio.to_thread(read_text, ctx.workspace, parts, shown, self.max_bytes)
         count = text.count(old_text)
         if count == 0:
@@ -270,9 +217,7 @@ class ListDirTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = _str_arg(args, "path", default=".")
-        real = resolve_in_workspace(ctx.workspace, path)
-        shown = _display(ctx.workspace, real)
-        parts = _parts(ctx.workspace, real)
+        parts, shown = workspace_parts(path)
         listing = await asyncio.to_thread(
             list_entries, ctx.workspace, parts, shown, self.max_entries
         )

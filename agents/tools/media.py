@@ -2,9 +2,9 @@
 
 Both tools are platform-free: they talk to small protocols the daemon implements for the
 chat the run serves (`ToolContext.origin`; the reaction goes on the message that started the
-run, which the daemon knows by `run_id`). `send_file` opens the file beneath the workspace
-like the file tools (no symlinks out, hard-linked files refused) and within the chat's upload
-limit; a platform's refusal comes back as a tool error the model can read.
+run, which the daemon knows by `run_id`). `send_file` opens the file through the one opener
+like the file tools (beneath the workspace, no symlink followed, hard-linked files refused)
+and within the chat's upload limit; a platform's refusal comes back as a tool error the model can read.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import mimetypes
 from typing import Any, Protocol
 
 from agents.tools.base import ToolContext, ToolError, ToolResult
-from agents.tools.file_io import read_bytes
-from agents.tools.files import _display, _parts, resolve_in_workspace
+from agents.tools.file_io import read_bytes, workspace_parts
 
 MAX_CAPTION_CHARS = 1000
 
@@ -78,18 +77,20 @@ class SendFileTool:
         limit = self.outlet.upload_limit(ctx.origin)
         if limit <= 0:
             raise ToolError("this chat cannot receive files; put the content in your reply")
-        real = resolve_in_workspace(ctx.workspace, path)
-        shown = _display(ctx.workspace, real)
+        parts, shown = workspace_parts(path)
+        if not parts:
+            raise ToolError("send_file needs a file path, not the workspace itself")
         data = read_bytes(
             ctx.workspace,
-            _parts(ctx.workspace, real),
+            parts,
             shown,
             limit,
             too_big=f"this chat takes files up to {_megabytes(limit)}; send a smaller file",
             tool="send_file",
         )
-        media_type = mimetypes.guess_type(real.name)[0] or "application/octet-stream"
-        how = await self.outlet.send_file(ctx.origin, real.name, media_type, data, caption)
+        name = parts[-1]
+        media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        how = await self.outlet.send_file(ctx.origin, name, media_type, data, caption)
         return ToolResult(f"Sent {shown} ({len(data):,} bytes) to the chat {how}.")
 
 

@@ -3,9 +3,11 @@
 
 Dates and times come from the injectable `clock` (local time by default). Search order:
 `MEMORY.md` first (curated long-term facts), then `memory/*.md` newest first (by modification
-time, then name). Paths go through `resolve_in_workspace`, so a `memory/` symlink out is refused,
-and files are opened beneath the workspace descriptor without following symlinks; a memory
-file with several hard links (which could name any file of the daemon's user) is refused.
+time, then name). Every file goes through the one opener (`agents.workspace_files`): the
+append works on the descriptor of `memory/` opened without following links, so swapping
+`memory/` for a symlink during a call makes it fail instead of writing elsewhere; a symlinked
+memory file, or one with several hard links (it could name any file of the daemon's user),
+is neither searched nor appended to.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import tempfile
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,8 +24,15 @@ from typing import Any
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolResult
 from agents.tools.disk_room import ensure_room
-from agents.tools.file_io import open_regular
-from agents.tools.files import resolve_in_workspace
+from agents.tools.file_io import os_problem
+from agents.workspace_files import (
+    append,
+    check_regular,
+    open_beneath,
+    open_dir,
+    read_capped,
+    workspace_root,
+)
 
 Clock = Callable[[], datetime]
 
@@ -54,37 +63,6 @@ def _bullet(text: str, now: datetime) -> str:
     lines = [line.rstrip() for line in text.strip().splitlines()]
     body = "\n".join([lines[0], *("  " + line if line else "" for line in lines[1:])])
     return f"- {now:%H:%M} {body}\n"
-
-
-def _append(workspace: Path, real: Path, heading: str, bullet: str) -> None:
-    real.parent.mkdir(parents=True, exist_ok=True)
-    if not real.exists() and _create_with(real, f"{heading}\n\n{bullet}"):
-        return
-    shown = real.relative_to(workspace.resolve()).as_posix()
-    parts = real.relative_to(workspace.resolve()).parts
-    fd = open_regular(workspace, parts, shown, os.O_WRONLY | os.O_APPEND)
-    try:
-        # One write on an O_APPEND descriptor: concurrent appenders never interleave mid-line.
-        os.write(fd, bullet.encode("utf-8"))
-    finally:
-        os.close(fd)
-
-
-def _create_with(real: Path, data: str) -> bool:
-    """Create `real` already holding `data` (written aside, then linked into place), so no
-    appender ever sees it empty; False if another appender created it first."""
-    fd, temp = tempfile.mkstemp(dir=real.parent, prefix=".memory-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data.encode("utf-8"))
-        os.chmod(temp, 0o644)
-        try:
-            os.link(temp, real)
-        except FileExistsError:
-            return False
-        return True
-    finally:
-        os.unlink(temp)
 
 
 class MemoryAppendTool:
@@ -119,14 +97,15 @@ class MemoryAppendTool:
                 "memory_append; keep notes short or write a file with write_file"
             )
         now = self._clock()
-        rel = f"memory/{now:%Y-%m-%d}.md"
-        real = resolve_in_workspace(ctx.workspace, rel)
-        bullet = _bullet(text, now)
-        ensure_room(ctx.workspace, len(bullet.encode("utf-8")), self.keep_free)
+        name = f"{now:%Y-%m-%d}.md"
+        rel = f"memory/{name}"
+        bullet = _bullet(text, now).encode("utf-8")
+        ensure_room(ctx.workspace, len(bullet), self.keep_free)
+        heading = f"# {now:%Y-%m-%d}\n\n".encode()
         try:
-            await asyncio.to_thread(_append, ctx.workspace, real, f"# {now:%Y-%m-%d}", bullet)
+            await asyncio.to_thread(append, ctx.workspace, ("memory", name), bullet, first=heading)
         except OSError as exc:
-            raise ToolError(f"cannot append to {rel} ({exc.strerror})") from None
+            raise os_problem(exc, rel, "append to") from None
         return ToolResult(f"Saved to {rel}")
 
 
@@ -137,37 +116,54 @@ class _Hit:
     line: str
 
 
-def _memory_files(workspace: Path) -> list[tuple[str, Path]]:
-    """(shown name, real path) of MEMORY.md and memory/*.md, in search order."""
-    found: list[tuple[str, Path]] = []
-    with contextlib.suppress(ToolError):
-        found.append(("MEMORY.md", resolve_in_workspace(workspace, "MEMORY.md")))
+def _read_memory(dir_fd: int, name: str) -> bytes | None:
+    """A memory file's start, opened in `dir_fd` without following links; None if refused."""
     try:
-        memory_dir = resolve_in_workspace(workspace, "memory")
-        names = [p.name for p in memory_dir.glob("*.md")]
-    except (ToolError, OSError):
-        names = []
-    dated: list[tuple[float, str, Path]] = []
-    for name in names:
+        fd = open_beneath(dir_fd, (name,), os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        check_regular(fd)
+        return read_capped(fd, MAX_FILE_BYTES)[:MAX_FILE_BYTES]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _memory_texts(workspace: Path) -> list[tuple[str, bytes]]:
+    """(shown name, content) of MEMORY.md and memory/*.md, in search order."""
+    found: list[tuple[str, bytes]] = []
+    with contextlib.ExitStack() as stack:
         try:
-            real = resolve_in_workspace(workspace, f"memory/{name}")
-            dated.append((real.stat().st_mtime, name, real))
-        except (ToolError, OSError):
-            continue
-    dated.sort(key=lambda item: (item[0], item[1]), reverse=True)
-    found.extend((f"memory/{name}", real) for _, name, real in dated)
-    return [(shown, real) for shown, real in found if real.is_file()]
+            root = stack.enter_context(workspace_root(workspace))
+        except OSError:
+            return found
+        data = _read_memory(root, "MEMORY.md")
+        if data is not None:
+            found.append(("MEMORY.md", data))
+        try:
+            memory = open_dir(root, ("memory",))
+        except OSError:
+            return found
+        stack.callback(os.close, memory)
+        dated: list[tuple[float, str]] = []
+        with os.scandir(memory) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    if entry.name.endswith(".md") and stat.S_ISREG(st.st_mode):
+                        dated.append((st.st_mtime, entry.name))
+        for _, name in sorted(dated, reverse=True):
+            data = _read_memory(memory, name)
+            if data is not None:
+                found.append((f"memory/{name}", data))
+    return found
 
 
 def _search(workspace: Path, terms: list[str]) -> list[_Hit]:
     hits: list[_Hit] = []
-    for shown, real in _memory_files(workspace):
-        try:
-            parts = real.relative_to(workspace.resolve()).parts
-            with os.fdopen(open_regular(workspace, parts, shown, os.O_RDONLY), "rb") as fh:
-                data = fh.read(MAX_FILE_BYTES)
-        except (OSError, ToolError, ValueError):
-            continue
+    for shown, data in _memory_texts(workspace):
         text = data.decode("utf-8", errors="replace")
         for number, line in enumerate(text.splitlines(), start=1):
             lowered = line.lower()

@@ -1,10 +1,14 @@
 """The SSRF guard of `web_fetch`: which addresses may be fetched, enforced per connection.
 
-An address may be fetched only if it is global: `ipaddress`'s `is_global`, minus ranges that
-Python 3.11 still calls global but are not (192.0.0.0/24 with cloud metadata at 192.0.0.192,
-fec0::/10 site-local, 64:ff9b:1::/48 local NAT64), and never multicast. IPv6 forms that carry
-an IPv4 address (IPv4-mapped, NAT64 64:ff9b::/96, 6to4 2002::/16, Teredo) are judged by the
-IPv4 address inside. The host or address may be allow-listed (`allow_hosts`).
+An address may be fetched only if it is plainly global: `ipaddress`'s `is_global`, and in no
+entry of the IANA IPv4 and IPv6 Special-Purpose Address Registries (`SPECIAL_PURPOSE`, copied
+here so the answer does not change with the Python version: AS112, AMT, the 6to4 relay anycast,
+ORCHIDv2, the 2001::/23 protocol assignments, the 3fff::/20 documentation prefix, ...), never
+multicast, never outside 2000::/3 for IPv6, and never a cloud metadata address
+(`CLOUD_METADATA`: 169.254.169.254, fd00:ec2::254, 168.63.129.16, 100.100.100.200, ...). IPv6
+forms that carry an IPv4 address (IPv4-mapped, NAT64 64:ff9b::/96, 6to4 2002::/16, Teredo) are
+judged by the IPv4 address inside first; only mapped and NAT64 addresses can then pass. The host
+or address may be allow-listed (`allow_hosts`).
 
 Every TCP connection (the first request and each redirect hop, followed manually) gets its
 addresses from `GuardedResolver`, which aiohttp's connector asks for each new connection: it
@@ -68,6 +72,13 @@ def address_problem(ip: IPAddress) -> str | None:
             return label
     if not ip.is_global or any(ip.version == n.version and ip in n for n in _NOT_GLOBAL):
         return "non-global"
+    for network, label in SPECIAL_PURPOSE:
+        if ip.version == network.version and ip in network:
+            return f"special-purpose ({label})"
+    if ip.version == 6 and ip not in _GLOBAL_UNICAST_V6:
+        return "reserved (outside 2000::/3)"
+    if ip in CLOUD_METADATA:
+        return f"cloud metadata ({CLOUD_METADATA[ip]})"
     return None
 
 
@@ -79,6 +90,63 @@ _NOT_GLOBAL: tuple[IPNetwork, ...] = (
     ipaddress.IPv6Network("fec0::/10"),  # deprecated site-local
     ipaddress.IPv6Network("64:ff9b:1::/48"),  # local-use NAT64 (RFC 8215)
 )
+_GLOBAL_UNICAST_V6 = ipaddress.IPv6Network("2000::/3")
+# The IANA IPv4 and IPv6 Special-Purpose Address Registries (as of 2025): every entry that is
+# not plainly a host on the internet. Several are "globally reachable" in the registry's terms
+# (anycast services such as AS112, AMT, ORCHIDv2, DETs) but no page a model should fetch.
+SPECIAL_PURPOSE: tuple[tuple[IPNetwork, str], ...] = tuple(
+    (ipaddress.ip_network(net), label)
+    for net, label in (
+        ("0.0.0.0/8", "this network"),
+        ("10.0.0.0/8", "private-use"),
+        ("100.64.0.0/10", "shared address space"),
+        ("127.0.0.0/8", "loopback"),
+        ("169.254.0.0/16", "link-local"),
+        ("172.16.0.0/12", "private-use"),
+        ("192.0.0.0/24", "IETF protocol assignments"),
+        ("192.0.2.0/24", "documentation"),
+        ("192.31.196.0/24", "AS112-v4"),
+        ("192.52.193.0/24", "AMT"),
+        ("192.88.99.0/24", "6to4 relay anycast"),
+        ("192.168.0.0/16", "private-use"),
+        ("192.175.48.0/24", "AS112 direct delegation"),
+        ("198.18.0.0/15", "benchmarking"),
+        ("198.51.100.0/24", "documentation"),
+        ("203.0.113.0/24", "documentation"),
+        ("240.0.0.0/4", "reserved"),
+        ("255.255.255.255/32", "limited broadcast"),
+        ("::/128", "unspecified"),
+        ("::1/128", "loopback"),
+        ("64:ff9b:1::/48", "local-use IPv4/IPv6 translation"),
+        ("100::/64", "discard-only"),
+        ("100:0:0:1::/64", "dummy prefix"),
+        ("2001::/23", "IETF protocol assignments: Teredo, AMT, AS112, ORCHIDv2, anycast"),
+        ("2001:db8::/32", "documentation"),
+        ("2002::/16", "6to4"),
+        ("2620:4f:8000::/48", "AS112 direct delegation"),
+        ("3fff::/20", "documentation"),
+        ("5f00::/16", "segment routing SIDs"),
+        ("fc00::/7", "unique-local"),
+        ("fe80::/10", "link-local"),
+    )
+)
+# Cloud instance metadata and host services, wherever they sit in the address space.
+CLOUD_METADATA: dict[IPAddress, str] = {
+    ipaddress.ip_address(address): provider
+    for address, provider in (
+        ("169.254.169.254", "AWS, GCP, Azure, OpenStack, DigitalOcean, Oracle, ..."),
+        ("169.254.169.123", "AWS time sync"),
+        ("169.254.170.2", "AWS ECS task metadata"),
+        ("169.254.170.23", "AWS EKS pod identity"),
+        ("169.254.0.23", "Tencent Cloud"),
+        ("fd00:ec2::254", "AWS IPv6"),
+        ("fd00:ec2::23", "AWS EKS pod identity IPv6"),
+        ("fd00:ec2::123", "AWS time sync IPv6"),
+        ("168.63.129.16", "Azure WireServer"),
+        ("100.100.100.200", "Alibaba Cloud"),
+        ("192.0.0.192", "Oracle Cloud"),
+    )
+}
 _LABELS: tuple[tuple[str, Any], ...] = (
     ("unspecified", lambda ip: ip.is_unspecified),
     ("loopback", lambda ip: ip.is_loopback),

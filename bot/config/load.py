@@ -9,6 +9,11 @@ cron, ...): an unset `${VAR}` or unreadable secret file stays as its literal tex
 listed in `Config.unresolved` instead of failing. The YAML is read by `yaml_read.py` (alias
 bombs and duplicate keys refused, `off`/`yes` booleans noted for a "quote it" hint), and the
 files named under `secrets:` add their variables first (`secret_sources.py`).
+No error shows a secret: a value that looks
+like one (or sits under a key that names one) is not quoted, and URL passwords and secret
+values are scrubbed from the message (`redact.py`). The secret files read, the secret values
+and `$CREDENTIALS_DIRECTORY` are kept on the `Config` for the sandboxes, the layout check and
+the log redactor.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ from pydantic import ValidationError
 from bot.config.errors import ConfigError
 from bot.config.lenient import relax
 from bot.config.providers import missing_key
+from bot.config.redact import may_echo, scrub, secret_values
 from bot.config.schema import Config
-from bot.config.secret_sources import SecretSourceError, secret_env
+from bot.config.secret_sources import SecretSourceError, secret_env, secret_files
 from bot.config.secrets import expand_secret_refs
 from bot.config.shape import MAX_NESTING, deeper_than, too_deep
 from bot.config.yaml_read import YamlProblem, read_yaml
@@ -35,19 +41,24 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
 
 def interpolate(
-    value: Any, env: dict[str, str], path: str = "", missing: list[tuple[str, str]] | None = None
+    value: Any,
+    env: dict[str, str],
+    path: str = "",
+    missing: list[tuple[str, str]] | None = None,
+    seen: list[Path] | None = None,
 ) -> Any:
     """Replace `${VAR}` and `${VAR:-default}` in every string of a parsed YAML tree.
 
     With a `missing` list, an unset variable or an unreadable `${file:}`/`${cred:}` secret is
-    left as written and noted there as (key path, one sentence naming it) instead of raising."""
+    left as written and noted there as (key path, one sentence naming it) instead of raising.
+    The path of every secret file referenced is added to `seen`."""
     if isinstance(value, dict):
         return {
-            k: interpolate(v, env, f"{path}.{k}" if path else str(k), missing)
+            k: interpolate(v, env, f"{path}.{k}" if path else str(k), missing, seen)
             for k, v in value.items()
         }
     if isinstance(value, list):
-        return [interpolate(v, env, f"{path}[{i}]", missing) for i, v in enumerate(value)]
+        return [interpolate(v, env, f"{path}[{i}]", missing, seen) for i, v in enumerate(value)]
     if not isinstance(value, str):
         return value
 
@@ -71,9 +82,9 @@ def interpolate(
 
     text = _ENV_REF.sub(substitute, value)
     if missing is None:
-        return expand_secret_refs(text, env, path)
+        return expand_secret_refs(text, env, path, seen)
     try:
-        return expand_secret_refs(text, env, path)
+        return expand_secret_refs(text, env, path, seen)
     except ConfigError as exc:  # an unreadable secret file: noted, left as written
         missing.append((path, str(exc)))
         return text
@@ -97,18 +108,29 @@ def _describe(error: Mapping[str, Any]) -> str:
         and repr(error["input"]) not in message
         and f"({error['input']})" not in message
     ):
-        message += f" (got {error['input']!r})"
+        if may_echo(where, error["input"]):
+            message += f" (got {error['input']!r})"
+        else:
+            message += " (the value is not shown: it looks like a secret)"
     return f"{where}: {message}" if where else message
 
 
 def load_config(
     path: Path | str, env: dict[str, str] | None = None, *, lenient: bool = False
 ) -> Config:
-    """Read, interpolate and validate a config file, or raise one readable `ConfigError`.
+    """Read, interpolate and validate a config file, or raise one readable `ConfigError`
+    that shows no secret (`redact.scrub`).
 
     `lenient`: unset `${VAR}`s don't fail; they are listed in `Config.unresolved`."""
-    path = Path(path)
     env = dict(os.environ) if env is None else env
+    secrets: list[str] = []
+    try:
+        return _load(Path(path), env, lenient, secrets)
+    except ConfigError as exc:
+        raise ConfigError(scrub(str(exc), secrets)) from None
+
+
+def _load(path: Path, env: dict[str, str], lenient: bool, secrets: list[str]) -> Config:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -124,14 +146,21 @@ def load_config(
         ) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
-    return parse_config(text, path, env, lenient=lenient)
+    return parse_config(text, path, env, lenient=lenient, secrets=secrets)
 
 
 def parse_config(
-    text: str, path: Path, env: dict[str, str] | None = None, *, lenient: bool = False
+    text: str,
+    path: Path,
+    env: dict[str, str] | None = None,
+    *,
+    lenient: bool = False,
+    secrets: list[str] | None = None,
 ) -> Config:
-    """`load_config` on text already read; `path` names it in errors and anchors its paths."""
+    """`load_config` on text already read; `path` names it in errors and anchors its paths.
+    `secrets` gathers the secret values met, for the caller's error messages."""
     env = dict(os.environ) if env is None else env
+    secrets = [] if secrets is None else secrets
     try:
         parsed = read_yaml(text)
     except RecursionError:
@@ -151,16 +180,19 @@ def parse_config(
     if deeper_than(raw, MAX_NESTING):
         raise ConfigError(too_deep(path))
     missing: list[tuple[str, str]] | None = [] if lenient else None
+    seen: list[Path] = []
     try:
         env = {**env, **secret_env(raw.get("secrets"), path.resolve().parent, env)}
     except SecretSourceError as exc:
         if missing is None:
             raise ConfigError(f"{path}: {exc}") from None
         missing.append((exc.key, str(exc)))
+    seen += secret_files(raw.get("secrets"), path.resolve().parent)
     try:
-        data = interpolate(raw, env, missing=missing)
+        data = interpolate(raw, env, missing=missing, seen=seen)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    secrets += secret_values(data)
     notes = [note for _, note in missing or []]
     while True:
         try:
@@ -174,6 +206,10 @@ def parse_config(
     config.source = path.resolve()
     config.unresolved = notes
     config.unresolved_keys = [where for where, _ in missing or []]
+    config.secret_files = seen
+    config.secret_values = secrets
+    credentials = env.get("CREDENTIALS_DIRECTORY")
+    config.credentials_dir = Path(credentials) if credentials else None
     return config
 
 

@@ -4,8 +4,10 @@
 with `args: [...]` as server READMEs write it; optional `env`, `cwd`)
 or a Streamable HTTP server (`url:`, optional `headers`). Every server takes `tools:` (an
 allow-list of the server's own tool names, `*` suffix allowed; default all), `timeout_s` per
-call (60) and `enabled`. A stdio server with `sandbox: true` runs under the exec sandbox
-(bubblewrap; no network unless `network: true`); see `bot.tools.mcp`. `server_specs(config)` turns
+call (60) and `enabled`. A stdio server runs under the exec sandbox (bubblewrap) by default
+when bwrap works here (`sandbox` unset; with the network, which `network: false` takes away);
+`sandbox: true` insists (the server is not started without a working bwrap) and `sandbox:
+false` opts out (warned about at start); see `bot.tools.mcp`. `server_specs(config)` turns
 the section into the platform-free `ServerSpec`s of `agents.mcp`.
 """
 
@@ -32,8 +34,8 @@ class McpServerConfig(BaseModel):
     tools: list[str] | None = None
     timeout_s: float = Field(60, gt=0)
     enabled: bool = True
-    sandbox: bool = False
-    network: bool = False
+    sandbox: bool | None = None  # None: sandboxed when bwrap works here
+    network: bool = True  # inside the sandbox (npx fetching its package, a fetch server)
 
     @model_validator(mode="before")
     @classmethod
@@ -61,9 +63,9 @@ class McpServerConfig(BaseModel):
             raise ValueError("headers belong to HTTP servers (url:), not to command:")
         if self.url is not None and self.sandbox:
             raise ValueError("sandbox: true applies to stdio servers (command:), not to url:")
-        if self.network and not self.sandbox:
+        if not self.network and self.sandbox is False:
             raise ValueError(
-                "network: only matters with sandbox: true (unsandboxed servers have it)"
+                "network: false needs the sandbox (an unsandboxed server has the host's network)"
             )
         return self
 

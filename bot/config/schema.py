@@ -137,6 +137,11 @@ class Config(StrictModel):
     unresolved: list[str] = Field(default_factory=list, exclude=True)
     # The keys those sentences are about ("providers.anthropic.api_key", ...).
     unresolved_keys: list[str] = Field(default_factory=list, exclude=True)
+    # Every `${file:}`/`${cred:}` path the file names, the secret values it holds (for the
+    # log redactor), and `$CREDENTIALS_DIRECTORY` when set: masked in every sandbox.
+    secret_files: list[Path] = Field(default_factory=list, exclude=True)
+    secret_values: list[str] = Field(default_factory=list, exclude=True)
+    credentials_dir: Path | None = Field(None, exclude=True)
 
     @field_validator("channels", mode="wrap")
     @classmethod

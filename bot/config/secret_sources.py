@@ -76,6 +76,13 @@ def _private(path: Path, key: str, *, folder: bool) -> None:
         )
 
 
+def secret_files(section: Any, base: Path | None) -> list[Path]:
+    """The env file the `secrets:` section names (kept from every sandbox), if any."""
+    if not isinstance(section, dict) or not section.get("env_file"):
+        return []
+    return [_place(section["env_file"], base)]
+
+
 def secret_env(section: Any, base: Path | None, env: Mapping[str, str]) -> dict[str, str]:
     """The variables the `secrets:` section adds to `env` (see the module docstring)."""
     if not isinstance(section, dict):

@@ -7,6 +7,8 @@ environment need hold no secret. One trailing newline is dropped. `${cred:name}`
 what is missing when the unit lacks the credential. A file that is missing, unreadable, not
 UTF-8 or over 64 KiB is a `ConfigError` naming the key and the file, never the content; a
 string that took a secret is a `SecretText`, whose repr hides it in validation messages.
+Every path read is recorded (`Config.secret_files`): the exec and MCP sandboxes mask them and
+the layout check keeps them out of the workspace.
 """
 
 from __future__ import annotations
@@ -58,9 +60,14 @@ def _secret_file(kind: str, ref: str, env: Mapping[str, str], key: str) -> Path:
     return Path(directory) / ref
 
 
-def read_secret(kind: str, ref: str, env: Mapping[str, str], key: str) -> str:
-    """The content of the file a `${file:...}`/`${cred:...}` reference names, or ConfigError."""
+def read_secret(
+    kind: str, ref: str, env: Mapping[str, str], key: str, seen: list[Path] | None = None
+) -> str:
+    """The content of the file a `${file:...}`/`${cred:...}` reference names, or ConfigError.
+    The path is added to `seen` first, readable or not (the sandboxes mask every one)."""
     path = _secret_file(kind, ref, env, key)
+    if seen is not None:
+        seen.append(path)
     what = f"credential {ref!r} ({path})" if kind == "cred" else f"secret file {path}"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -84,8 +91,11 @@ def read_secret(kind: str, ref: str, env: Mapping[str, str], key: str) -> str:
     return text.removesuffix("\n").removesuffix("\r")
 
 
-def expand_secret_refs(value: str, env: Mapping[str, str], key: str) -> str:
-    """`value` with every `${file:...}`/`${cred:...}` replaced (a SecretText if any was)."""
+def expand_secret_refs(
+    value: str, env: Mapping[str, str], key: str, seen: list[Path] | None = None
+) -> str:
+    """`value` with every `${file:...}`/`${cred:...}` replaced (a SecretText if any was);
+    the files' paths are added to `seen`."""
     if "${" not in value:
         return value
     found = False
@@ -93,7 +103,7 @@ def expand_secret_refs(value: str, env: Mapping[str, str], key: str) -> str:
     def substitute(match: re.Match[str]) -> str:
         nonlocal found
         found = True
-        return read_secret(match.group(1), match.group(2), env, key)
+        return read_secret(match.group(1), match.group(2), env, key, seen)
 
     result = _SECRET_REF.sub(substitute, value)
     return SecretText(result) if found else result

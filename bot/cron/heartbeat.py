@@ -12,7 +12,8 @@ jobs: where `owner`, `last`, `none` or an explicit chat point right now.
 Decisions: an active-hours window `HH:MM-HH:MM` includes its start and excludes its end;
 start == end means all day; a window whose end is before its start wraps midnight.
 HTML comments are removed before the checklist is shown to the model (the shipped template
-keeps its examples in comments). `owner` is `bot.owner.resolve_owner`: the first owner id
+keeps its examples in comments). HEARTBEAT.md is read through the one opener
+(`agents.workspace_files`): a symlink or hard link in its place counts as an empty file. `owner` is `bot.owner.resolve_owner`: the first owner id
 of the running channels in registry order, as a DM (the console's user counts too). A
 target that cannot be resolved skips the heartbeat with a warning.
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 from zoneinfo import ZoneInfo
 
+from agents.workspace_files import read_file
 from bot.config.schema import Config, HeartbeatTarget
 from bot.delivery import DeliveryError, send_reply
 from bot.gateway import Gateway
@@ -259,7 +261,7 @@ class Heartbeat:
         now = self.clock().astimezone(ZoneInfo(self.timezone))
         if cfg.active_hours and not ActiveHours.parse(cfg.active_hours).contains(now.time()):
             return "outside_hours"
-        shown = checklist(await asyncio.to_thread(_read, self.path))
+        shown = checklist(await asyncio.to_thread(_read, self.config.workspace))
         if not shown:
             return "empty"
         gateway = self.gateway
@@ -308,8 +310,7 @@ class Heartbeat:
         return "delivered"
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
+def _read(workspace: Path) -> str:
+    """HEARTBEAT.md through the one opener: a symlink or hard link there reads as empty."""
+    data = read_file(workspace, (HEARTBEAT_FILE,), MAX_CHECKLIST_CHARS * 4)
+    return "" if data is None else data.decode("utf-8", errors="replace")

@@ -3,7 +3,8 @@
 `MediaIntake.prepare(inbound)` returns the inbound with its attachments turned into text:
 `[voice transcript] ...` after the caption, a `[file NAME]` block for text-like files (and
 PDFs, via pypdf) up to `media.documents.max_chars`, and `[file saved: inbox/<date>/NAME]` for
-anything else, written beneath the workspace without following symlinks. When a voice note
+anything else, created through the one opener (`agents.workspace_files.create_new`: beneath
+the workspace, no symlink followed, never overwriting a file). When a voice note
 cannot be understood (no speech-to-text configured, over the size or duration cap, the
 service failed) and nothing else came with it, `Prepared.notice` is the plain one-line answer
 to send instead of running the model; with other content, a short marker takes its place.
@@ -23,8 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.tools.base import ToolError
-from agents.tools.file_io import write_atomic
+from agents.workspace_files import TakenByLink, create_new
 from bot.config.media import MediaConfig, transcription_endpoint
 from bot.config.schema import Config
 from bot.media.transcription import Transcriber, TranscriptionFailed
@@ -189,17 +189,20 @@ class MediaIntake:
         workspace = self._workspace
         folder = (*Path(self._media.documents.inbox).parts, time.strftime("%Y-%m-%d"))
         stem, dot, suffix = name.rpartition(".")
-        candidate = name
-        for n in range(2, 1000):
-            if not (workspace.joinpath(*folder, candidate)).exists():
-                break
-            candidate = f"{stem}-{n}.{suffix}" if dot else f"{name}-{n}"
-        shown = "/".join((*folder, candidate))
-        try:
-            write_atomic(workspace, (*folder, candidate), shown, file.data)
-        except ToolError as exc:
-            log.warning("could not save an attachment: %s", exc)
-            return f"[file {name} could not be saved: {exc}]"
+        for n in range(1, 1000):
+            candidate = name if n == 1 else (f"{stem}-{n}.{suffix}" if dot else f"{name}-{n}")
+            shown = "/".join((*folder, candidate))
+            try:
+                if create_new(workspace, (*folder, candidate), file.data):
+                    break
+            except TakenByLink:
+                continue  # a link where the file would go: never followed, another name
+            except OSError as exc:
+                problem = getattr(exc, "why", None) or exc.strerror or str(exc)
+                log.warning("could not save an attachment as %s: %s", shown, problem)
+                return f"[file {name} could not be saved: {problem}]"
+        else:
+            return f"[file {name} could not be saved: 999 files of that name today]"
         return (
             f"[file saved: {shown} ({file.media_type or 'unknown type'}, {len(file.data):,} bytes)]"
         )

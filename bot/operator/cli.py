@@ -3,7 +3,10 @@ skills.
 
 The config path is `--config PATH`, else `$PERCH_CONFIG`, else `./config.yaml` in a checkout,
 else `$XDG_CONFIG_HOME/perch/config.yaml` (`bot.config.paths`). A config
-problem prints one line and exits 78 (EX_CONFIG), which systemd is told not to restart on.
+problem prints one line and exits 78 (EX_CONFIG), which systemd is told not to restart on:
+so do a workspace that holds the state directory, the config or a secret
+(`bot.config.layout`), and exec enabled where its sandbox cannot start. `perch run` sets the
+umask to 077, so everything the daemon writes is private to its user, under systemd or not.
 Only `run` (and `chat` without a running daemon) need the model key: every other command
 loads the config leniently, so an unset `${VAR}` never stops it (`doctor` reports it).
 Heavy imports (the Anthropic SDK, channel libraries) happen only in the commands that need
@@ -22,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bot.config.errors import EXIT_CONFIG, ConfigError
+from bot.config.layout import require_apart
 from bot.config.load import load_config, require_api_key
 from bot.config.mcp import mcp_secrets
 from bot.config.observe import observe_secrets
@@ -46,7 +50,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     ensure_standard_fds()  # `perch run <&-`: a closed stdin is /dev/null from here on
     config = load_config(config_path(args.config))
     require_api_key(config)
+    require_apart(config)  # a workspace holding the state, config or secrets: exit 78
     from bot.daemon import Daemon, StartupError
+    from bot.process.hardening import private_umask
+
+    private_umask()  # data, logs and the socket are the daemon user's alone, unit or not
 
     # The console chats on this terminal: the log (and children's stderr) goes to a file.
     terminal = None
@@ -66,7 +74,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             runner.run(Daemon(config).run())
     except StartupError as exc:  # what was opened is closed again; one line, no traceback
         print(f"perch: {exc}", file=terminal or sys.stderr)
-        return 1
+        # A config that cannot work (exec on without a working sandbox): systemd must not retry.
+        return EXIT_CONFIG if isinstance(exc.__cause__, ConfigError) else 1
     finally:
         if terminal is not None:
             restore_stderr(terminal)
@@ -126,6 +135,7 @@ def _secrets(config: Config) -> list[str]:
         *mcp_secrets(config.mcp),
         config.agent.web_search.api_key,
         *observe_secrets(config.metrics, config.tracing),
+        *config.secret_values,  # whatever key holds them
     ]
 
 

@@ -14,6 +14,7 @@ from agents.loop import AgentLoop
 from agents.prompt import PromptBuilder
 from bot.budget import Budget
 from bot.config.errors import ConfigError
+from bot.config.layout import layout_problem
 from bot.config.load import require_api_key
 from bot.config.paths import socket_path
 from bot.config.providers import build_router
@@ -62,6 +63,9 @@ async def chat_standalone(config: Config, text: str, session: object) -> Reply:
 
 
 async def _run(config: Config, store: Store, key: SessionKey, text: str) -> Reply:
+    problem = layout_problem(config)  # the same refusal as perch run: tools run here too
+    if problem is not None:
+        return Reply(78, err=f"perch chat: {problem}\n")
     client = build_router(config)  # the daemon's provider routing, same models
     try:
         notice = await Budget(config.agent.budget, store).notice()

@@ -1,7 +1,10 @@
 """The daemon's control socket: `perch status|sessions|pairing|cron|chat|send` talk to it.
 
 A Unix socket `perch.sock` in the state directory (next to the database), mode 0600 so only
-the daemon's user may connect. The protocol is one JSON line each way per connection:
+the daemon's user may connect; and every connection's peer is checked (`SO_PEERCRED`): only
+the daemon's own user and root are answered, whatever the socket's mode (a wider one set by
+hand, a descriptor passed on). The state directory is masked in every sandbox, so no command
+or MCP server started by the daemon can reach the socket at all. The protocol is one JSON line each way per connection:
 `{"op": "status", "args": {}}` in, `{"code": 0, "out": "...", "err": ""}` out (see
 `ops.py` for the operations). The socket is bound under a temporary name,
 restricted, then renamed into place, so it is never reachable with a wider mode. A socket
@@ -13,9 +16,12 @@ from the parts it needs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
+import socket
+import struct
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -96,7 +102,19 @@ class ControlServer:
         if task is not None:
             self._tasks.add(task)
         try:
-            reply = await self._answer(reader)
+            peer = peer_uid(writer)
+            if peer is None or peer not in (os.geteuid(), 0):
+                log.warning(
+                    "control socket: refused a connection from uid %s (only the daemon's user, "
+                    "uid %d, and root may use it)",
+                    peer,
+                    os.geteuid(),
+                )
+                with contextlib.suppress(TimeoutError, ValueError, asyncio.LimitOverrunError):
+                    await asyncio.wait_for(reader.readline(), REQUEST_TIMEOUT)  # read, not used
+                reply = Reply(2, err="perch: this control socket is not yours\n")
+            else:
+                reply = await self._answer(reader)
             writer.write(json.dumps(reply.to_json()).encode() + b"\n")
             await writer.drain()
         except (OSError, asyncio.CancelledError):
@@ -122,6 +140,19 @@ class ControlServer:
         except Exception as exc:
             log.exception("control operation %s failed", op)
             return Reply(1, err=f"perch: the daemon failed to do {op}: {exc}\n")
+
+
+def peer_uid(writer: asyncio.StreamWriter) -> int | None:
+    """The uid of the process at the other end of a Unix socket (SO_PEERCRED), if known."""
+    sock = writer.get_extra_info("socket")
+    if sock is None or not hasattr(socket, "SO_PEERCRED"):
+        return None
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
 
 
 class SystemTurns(Protocol):

@@ -5,7 +5,9 @@ config, each model provider (`bot.operator.doctor_models`: key accepted, model l
 channel's credentials against its platform (the plug-in's `probe`), each enabled MCP server
 (it must start and list its tools), the trace collector when tracing is on
 (`bot.operator.doctor_observe`), the database (opens, migrates, takes the write lock), the
-workspace files, the timezone, the skills and web search (`doctor_skills.py`). Exit code 0 when everything passed, 1 otherwise, 78 when
+workspace files, the layout (`perch run` refuses a workspace holding the state directory, the
+config or a secret), the timezone, the skills and web search (`doctor_skills.py`). No line
+shows a password or token. Exit code 0 when everything passed, 1 otherwise, 78 when
 the config itself cannot be read.
 """
 
@@ -19,6 +21,8 @@ from zoneinfo import ZoneInfo
 
 import aiohttp
 
+from bot.config.layout import layout_problem
+from bot.config.redact import scrub
 from bot.config.schema import Config
 from bot.operator.checks import Check
 from bot.operator.doctor_exec import exec_checks
@@ -53,6 +57,7 @@ async def run_checks(config: Config) -> list[Check]:
     checks.extend(await observe_checks(config))
     checks.append(await _database(config))
     checks.append(_workspace(config))
+    checks.append(_layout(config))
     checks.append(_timezone(config))
     checks.extend(exec_checks(config))
     checks.extend(skill_checks(config))
@@ -119,6 +124,14 @@ def _workspace(config: Config) -> Check:
     return Check(True, "workspace", f"{workspace} has {len(names)} persona files")
 
 
+def _layout(config: Config) -> Check:
+    """The same refusal as `perch run`: the workspace apart from state, config and secrets."""
+    problem = layout_problem(config)
+    if problem is not None:
+        return Check(False, "layout", problem, "move the workspace; perch run refuses this")
+    return Check(True, "layout", "the workspace holds no state, config or secret file")
+
+
 def _timezone(config: Config) -> Check:
     tz = config.agent.timezone
     now = time.strftime("%Y-%m-%d %H:%M")
@@ -155,7 +168,7 @@ def doctor(config: Config) -> int:
     """Print every check; the count of failures is the count of FAIL lines printed."""
     checks = asyncio.run(run_checks(config))
     for check in checks:
-        print(check.line())
+        print(scrub(check.line(), config.secret_values))  # no password or token, whatever key
     failed = sum(not c.ok for c in checks)
     print(f"Doctor: {failed} of {len(checks)} checks failed." if failed else "All checks passed.")
     return 1 if failed else 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from agents.tools.exec import is_secret_name, looks_like_secret_value
+from agents.tools.exec_env import is_secret_name, looks_like_secret_value
 from bot.config.errors import ConfigError
 from bot.config.schema import Config
 from bot.operator.checks import Check

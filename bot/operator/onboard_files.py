@@ -4,17 +4,21 @@
 `bot.config.paths.template_text`) for a new one, as a round-trip tree (ruamel.yaml), so
 writing it back keeps every comment and the key order; `set_key` edits it by dotted key.
 `write_config` keeps the previous file as `<name>.bak.N` (the next free number, so no run
-overwrites an earlier backup) and replaces it atomically, creating missing folders.
+overwrites an earlier backup) and replaces it atomically, creating missing folders. The
+new file and the backup keep the old file's mode (a 0600 config stays 0600) and, where we may,
+its owner and group.
 Secrets files are created with mode 0600 (and a credentials directory 0700) before anything
 is written into them; an existing env file is edited line by line, never truncated.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
 import shlex
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,14 +91,37 @@ def write_config(path: Path, data: Any) -> Path | None:
     """Write the tree to `path` atomically; returns the backup of the old file, if any."""
     text = config_text(data)
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        old = path.stat()
+    except FileNotFoundError:
+        old = None
     backup = None
-    if path.exists():
+    if old is not None:
         backup = next_backup(path)
-        backup.write_bytes(path.read_bytes())
+        _write_like(backup, path.read_bytes(), old)
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
+    _write_like(temporary, text.encode("utf-8"), old)
     temporary.replace(path)
     return backup
+
+
+def _write_like(target: Path, data: bytes, like: os.stat_result | None) -> None:
+    """Write `target` afresh with `like`'s mode (and owner, where allowed) from the start,
+    so it is never readable by more people than the file it copies or replaces; without
+    `like`, as any new file (0644 less the umask)."""
+    target.unlink(missing_ok=True)
+    first = stat.S_IMODE(like.st_mode) & 0o600 if like is not None else 0o644
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, first)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if like is not None:
+            with contextlib.suppress(PermissionError):
+                os.fchown(fd, like.st_uid, like.st_gid)
+            os.fchmod(fd, stat.S_IMODE(like.st_mode))
+    finally:
+        os.close(fd)
 
 
 def read_env_file(path: Path | None) -> dict[str, str]:

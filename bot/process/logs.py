@@ -2,9 +2,10 @@
 
 `setup_logging(level, fmt, secrets)` installs a root handler whose filter replaces every
 configured secret value and anything shaped like a token (`sk-ant-`, `Bearer ...`, and the
-token shapes each channel plug-in declares in `redact`) with `[REDACTED]`, in the message and
-in exception text. `run_id` and `session` context variables are added to every line of a run,
-and `trace_id` (the turn's OpenTelemetry trace, when it is traced) to every line of a turn.
+token shapes each channel plug-in declares in `redact`) with `[REDACTED]`, and the password of
+any URL (`postgresql://perch:***@db/perch`), in the message and in exception text. `run_id`
+and `session` context variables are added to every line of a run, and `trace_id` (the turn's
+OpenTelemetry trace, when it is traced) to every line of a turn.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
+from bot.config.redact import URL_PASSWORD
 from channels import registry
 
 run_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("run_id", default="")
@@ -48,7 +50,7 @@ class Redactor:
                 text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
             else:
                 text = pattern.sub(REDACTED, text)
-        return text
+        return URL_PASSWORD.sub(r"\1***\3", text)  # scheme://user:***@host
 
 
 class RedactingFilter(logging.Filter):

@@ -23,6 +23,7 @@ from agents.tools.sandbox import Limits, Sandbox, SandboxUnavailable, select_san
 from agents.tools.web_fetch import WebFetchTool
 from agents.tools.web_search import WebSearchTool
 from bot.config.errors import ConfigError
+from bot.config.layout import sandbox_hidden
 from bot.config.schema import Config
 from bot.tools.skills import skill_catalog
 
@@ -77,7 +78,7 @@ def exec_sandbox(config: Config) -> Sandbox:
     """The sandbox `agent.exec` asks for, or ConfigError (exit 78) saying what to do."""
     cfg = config.agent.exec
     limits = Limits(cfg.cpu_s, cfg.memory_mb, cfg.max_processes, cfg.max_file_mb)
-    hide = [config.source.parent] if config.source is not None else []
+    hide = sandbox_hidden(config)
     try:
         sandbox = select_sandbox(cfg.sandbox, network=cfg.network, limits=limits, hide=hide)
     except SandboxUnavailable as exc:

@@ -3,25 +3,32 @@
 `McpHost(config)` is the tool provider the daemon puts on the belt. `start()` returns at once:
 importing the MCP SDK (about a second) happens in a worker thread and the servers connect in
 the background, so READY is not delayed by either; until then the host offers no tools and
-reports every enabled server as `starting`. A server with `sandbox: true` is launched under
-bubblewrap (`sandboxed`), or not at all. `status()` is the `mcp` part of `status.json`
-that `perch status` and `perch mcp list` read. With no server configured the SDK is never
-imported.
+reports every enabled server as `starting`. A stdio server is launched under bubblewrap
+(`sandboxed`) by default when bwrap works here, so it cannot read Perch's secret files;
+`sandbox: true` insists (not started at all without bwrap), `sandbox: false` opts out, and
+either way a server that runs bare is warned about at start. `status()` is the `mcp` part of
+`status.json` that `perch status` and `perch mcp list` read. With no server configured the
+SDK is never imported.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib
 import logging
+import os
 import shlex
 from collections.abc import Collection, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents.mcp.spec import ServerSpec
 from agents.tools.base import Tool, ToolProvider
+from agents.tools.sandbox import Limits, Sandbox, SandboxUnavailable, select_sandbox
+from bot.config.layout import sandbox_hidden
 from bot.config.mcp import server_specs
 from bot.config.schema import Config
 
@@ -30,6 +37,7 @@ if TYPE_CHECKING:
     from agents.mcp.manager import McpManager
 
 log = logging.getLogger(__name__)
+SERVER_HOME = Path("/home/mcp")
 
 
 def build_manager(
@@ -41,32 +49,72 @@ def build_manager(
 
     base = config.source.parent if config.source is not None else None
     specs = [s for s in server_specs(config.mcp, base) if s.name not in exclude]
-    return McpManager(
-        (sandboxed(config, s) if config.mcp.servers[s.name].sandbox else s for s in specs),
-        request_headers,
-    )
+    boxes: dict[bool, Sandbox | SandboxUnavailable] = {}
+    return McpManager((launch(config, spec, boxes) for spec in specs), request_headers)
 
 
-def sandboxed(config: Config, spec: ServerSpec) -> ServerSpec:
-    """`spec` launched under bubblewrap, or refused (never run bare) when that cannot work.
+def launch(
+    config: Config, spec: ServerSpec, boxes: dict[bool, Sandbox | SandboxUnavailable]
+) -> ServerSpec:
+    """How `spec` is started: sandboxed unless its config opts out or bwrap cannot work."""
+    server = config.mcp.servers[spec.name]
+    if not spec.command or not spec.enabled:
+        return spec
+    if server.sandbox is False:
+        log.warning(
+            "mcp server %s runs unsandboxed (sandbox: false): it can read every file Perch's "
+            "user can, the secret files included",
+            spec.name,
+        )
+        return spec
+    if server.network not in boxes:
+        try:
+            boxes[server.network] = select_sandbox(
+                "bwrap", network=server.network, limits=Limits(0, 0, 0, 0), cgroups=False
+            )
+        except SandboxUnavailable as exc:
+            boxes[server.network] = exc
+    found = boxes[server.network]
+    if isinstance(found, SandboxUnavailable):
+        reason = str(found).replace("exec.sandbox is bwrap", "the sandbox")
+        if server.sandbox:
+            return replace(spec, refused=f"mcp.servers.{spec.name}.sandbox: {reason}")
+        log.warning(
+            "mcp server %s runs unsandboxed: %s (set sandbox: false to accept that without "
+            "this warning)",
+            spec.name,
+            reason,
+        )
+        return spec
+    return sandboxed(config, spec, found)
 
-    The server's working directory (its `cwd`, else the agent workspace) is its only writable
-    place; it has its own PID namespace, no network unless `network: true`, the config
-    directory hidden, and it dies with the daemon (`--die-with-parent`). The exec rlimits are
-    not applied: they are sized for one command, not a long-lived server.
+
+def sandboxed(config: Config, spec: ServerSpec, sandbox: Sandbox) -> ServerSpec:
+    """`spec` launched under bubblewrap, or refused when its folder is one Perch protects.
+
+    The server's working directory (its `cwd`, else the agent workspace) and a home of its own
+    (`<state directory>/mcp/<name>`, shown inside as `/home/mcp`, its `HOME`: npx and uvx keep
+    their caches there) are its only writable places; it has its own PID and IPC namespaces, the network unless `network:
+    false`, every protected path masked (`bot.config.layout.sandbox_hidden`: the config
+    folder, the state directory and its socket, the secret files, the credentials directory),
+    and it dies with the daemon (`--die-with-parent`). The exec rlimits are not applied: they
+    are sized for one command, not a long-lived server.
     """
-    from agents.tools.sandbox import Limits, SandboxUnavailable, select_sandbox
-
-    network = config.mcp.servers[spec.name].network
-    hide = [config.source.parent] if config.source is not None else []
-    try:
-        sandbox = select_sandbox("bwrap", network=network, limits=Limits(0, 0, 0, 0), hide=hide)
-    except SandboxUnavailable as exc:
-        reason = str(exc).replace("exec.sandbox is bwrap", "sandbox: true")
-        return replace(spec, refused=f"mcp.servers.{spec.name}.sandbox: {reason}")
-    workdir = spec.cwd or config.workspace
-    launch = tuple(sandbox.argv(workdir, shlex.join(spec.command)))
-    return replace(spec, launch=launch, cwd=workdir)
+    workdir = Path(os.path.realpath(spec.cwd or config.workspace))
+    hidden = sandbox_hidden(config)
+    if any(workdir == Path(os.path.realpath(p)) for p in hidden):
+        return replace(
+            spec,
+            refused=f"mcp.servers.{spec.name}.cwd: {workdir} is a folder Perch keeps from its "
+            "tools (the config folder or the state directory); give the server a folder of "
+            "its own",
+        )
+    home = config.db_path.parent / "mcp" / spec.name
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    box = dataclasses.replace(sandbox, hide=tuple(hidden), extra_rw=((home, SERVER_HOME),))
+    argv = tuple(box.argv(workdir, shlex.join(spec.command)))
+    env = {"HOME": str(SERVER_HOME), **spec.env}
+    return replace(spec, launch=argv, cwd=workdir, env=env)
 
 
 class McpHost:

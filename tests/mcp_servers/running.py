@@ -14,10 +14,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def stdio_entry(name: str = "demo", **extra: Any) -> dict[str, Any]:
-    """A `mcp.servers.<name>` entry running tests/mcp_servers/stdio_server.py."""
+    """A `mcp.servers.<name>` entry running tests/mcp_servers/stdio_server.py, unsandboxed
+    (`sandbox=None` for the default, sandboxed where bwrap works)."""
     return {
         "command": [sys.executable, "-m", "tests.mcp_servers.stdio_server", name],
         "cwd": str(REPO),
+        "sandbox": False,
         **extra,
     }
 
