@@ -239,3 +239,55 @@ async def test_a_stdio_server_is_sandboxed_by_default_and_sees_no_secret_file(
     finally:
         await manager.stop()
     assert seen == ["no", "yes"]
+
+
+_OUTSIDE_SERVER = """
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("outside")
+
+
+@server.tool()
+def where() -> str:
+    \"\"\"Say hello from a folder outside the workspace.\"\"\"
+    return "hello from outside"
+
+
+server.run("stdio")
+"""
+
+
+async def test_a_sandboxed_server_from_a_venv_and_a_folder_of_its_own_starts(
+    tmp_path: Path,
+) -> None:
+    """`/srv/venv/bin/python /srv/mcp/server.py`, as server READMEs write it: the sandbox
+    shows the interpreter's prefix and the script's folder read-only, so the server runs
+    (before, only the workspace and the system folders were there, and it died at once)."""
+    if not bwrap_works():
+        pytest.skip("bwrap cannot run here: servers then run bare (with a warning)")
+    from agents.tools.base import ToolContext
+    from bot.config.load import load_config
+    from bot.tools.mcp import build_manager
+
+    folder = tmp_path / "srv" / "mcp"
+    folder.mkdir(parents=True)
+    script = folder / "server.py"
+    script.write_text(_OUTSIDE_SERVER)
+    work = tmp_path / "work"
+    work.mkdir()
+    path = tmp_path / "config.yaml"
+    entry = {"command": sys.executable, "args": [str(script)], "cwd": str(work)}
+    path.write_text(yaml.safe_dump({"mcp": {"servers": {"outside": entry}}}))
+    manager = await asyncio.to_thread(build_manager, load_config(path, {}))
+    manager.start()
+    try:
+        await manager.wait_settled(60)
+        state = manager.status()["outside"]
+        assert state["state"] == "up", state
+        launch = manager.connections["outside"].spec.launch
+        assert launch and "bwrap" in launch[0]  # sandboxed, as by default
+        [tool] = [t for t in manager.tools() if t.name == "outside__where"]
+        result = await tool.run({}, ToolContext(workspace=work, session_key="k"))
+        assert "hello from outside" in result.content
+    finally:
+        await manager.stop()

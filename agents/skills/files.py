@@ -4,10 +4,9 @@
 folder listed is reached. `base` is the source directory the owner chose (the workspace, a
 `skills.paths` folder, the bundled one; it may itself be a symlink, that is the owner's
 choice); `parts` are the components below it, and none of them may be a symlink: the open
-resolves beneath `base` with the one opener, agents/workspace_files.py (`openat2` RESOLVE_BENEATH |
-RESOLVE_NO_SYMLINKS, or a component-by-component O_NOFOLLOW walk), so a folder swapped for a
-link fails with ELOOP instead of leading out. When the workspace gets its single opener, this
-one function is the line to switch. Files with several hard links are refused where the model
+resolves beneath `base` with the one opener, `agents.workspace_files` (`openat2`
+RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, or a component-by-component O_NOFOLLOW walk), so a
+folder swapped for a link is refused instead of leading out. Files with several hard links are refused where the model
 can write (the workspace), as the file tools refuse them.
 """
 

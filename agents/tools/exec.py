@@ -27,7 +27,7 @@ import logging
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 

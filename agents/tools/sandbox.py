@@ -37,7 +37,7 @@ from typing import Literal
 from agents.tools.cgroups import CgroupHome
 
 SandboxSetting = Literal["auto", "bwrap", "none"]
-_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 _MB = 1024 * 1024
 
 
@@ -157,7 +157,7 @@ class Sandbox:
             args.append("--unshare-net")
         args += ["--cap-drop", "ALL"]
         shown: list[Path] = []
-        for system in _SYSTEM_DIRS:
+        for system in SYSTEM_DIRS:
             if os.path.islink(system):
                 args += ["--symlink", os.readlink(system), system]
             elif os.path.isdir(system):
@@ -171,13 +171,14 @@ class Sandbox:
         args += ["--proc", "/proc"] if self.mount_proc else ["--ro-bind", "/proc", "/proc"]
         real = Path(os.path.realpath(workspace))
         binds = [(real, real), *((Path(os.path.realpath(h)), i) for h, i in self.extra_rw)]
-        inside = [where for _, where in binds]
+        read_only = [(Path(os.path.realpath(h)), Path(i)) for h, i in ro_binds]
+        inside = [where for _, where in [*binds, *read_only]]
         early, late = _masks(self.hide, [*shown, *inside], inside)
         args += early
         for host, where in binds:
             args += ["--bind", str(host), str(where)]
-        for folder, where in ro_binds:
-            args += ["--ro-bind", str(folder), where]
+        for host, where in read_only:
+            args += ["--ro-bind", str(host), str(where)]
         args += late
         args += ["--chdir", ws, "--"]
         if self.nproc_inside and self.limits.processes > 0:
@@ -215,7 +216,7 @@ def _prlimit() -> str:
     before bwrap, and counts the daemon's whole user)."""
     found = shutil.which("prlimit", path="/usr/bin:/bin")
     return (
-        found if found and _inside(Path(os.path.realpath(found)), map(Path, _SYSTEM_DIRS)) else ""
+        found if found and _inside(Path(os.path.realpath(found)), map(Path, SYSTEM_DIRS)) else ""
     )
 
 

@@ -24,6 +24,9 @@ _SECRET_KEY = re.compile(
 )
 # scheme://user:PASSWORD@host: the password group is replaced.
 URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@'\"]*:)([^/\s@'\"]+)(@)")
+# A reference a lenient load left unresolved (`${SLACK_BOT}`): no secret, and the line naming
+# it must stay readable.
+_UNRESOLVED = re.compile(r"\$\{[^}]*\}")
 TOKEN_SHAPES = (
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{6,}"),
     re.compile(r"\b(?:sk-|sk_live_|xox[abpors]-|xapp-|ghp_|gho_|github_pat_|glpat-)[\w-]{6,}"),
@@ -57,7 +60,7 @@ def secret_values(tree: Any, key: str = "") -> list[str]:
     elif isinstance(tree, list):
         for i, value in enumerate(tree):
             found += secret_values(value, f"{key}[{i}]")
-    elif isinstance(tree, str) and tree:
+    elif isinstance(tree, str) and tree and not _UNRESOLVED.fullmatch(tree):
         if isinstance(tree, SecretText) or looks_secret_key(key):
             found.append(str(tree))
             found += tree.split()[1:]  # the token of "Bearer <token>"

@@ -49,7 +49,9 @@ async def run_checks(config: Config) -> list[Check]:
         probes: list[Callable[[], Awaitable[Check]]] = []
         for name in config.channels.enabled():
             plugin, options = registry.get(name), config.channels.options(name)
-            if plugin is not None and plugin.probe is not None and options is not None:
+            if config.is_unresolved(f"channels.{name}"):  # its token is a `${...}` left unset
+                checks.append(Check(False, name, "not checked: a secret it needs is not set"))
+            elif plugin is not None and plugin.probe is not None and options is not None:
                 probes.append(partial(_channel, name, options, plugin.probe, http))
         checks.extend(await model_probe)
         checks.extend(await asyncio.gather(*(probe() for probe in probes)))

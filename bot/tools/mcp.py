@@ -27,7 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from agents.mcp.spec import ServerSpec
 from agents.tools.base import Tool, ToolProvider
-from agents.tools.sandbox import Limits, Sandbox, SandboxUnavailable, select_sandbox
+from agents.tools.sandbox import (
+    SYSTEM_DIRS,
+    Limits,
+    Sandbox,
+    SandboxUnavailable,
+    select_sandbox,
+)
 from bot.config.layout import sandbox_hidden
 from bot.config.mcp import server_specs
 from bot.config.schema import Config
@@ -92,7 +98,8 @@ def launch(
 def sandboxed(config: Config, spec: ServerSpec, sandbox: Sandbox) -> ServerSpec:
     """`spec` launched under bubblewrap, or refused when its folder is one Perch protects.
 
-    The server's working directory (its `cwd`, else the agent workspace) and a home of its own
+    The folders of the program and script its command names are shown read-only
+    (`program_folders`). The server's working directory (its `cwd`, else the agent workspace) and a home of its own
     (`<state directory>/mcp/<name>`, shown inside as `/home/mcp`, its `HOME`: npx and uvx keep
     their caches there) are its only writable places; it has its own PID and IPC namespaces, the network unless `network:
     false`, every protected path masked (`bot.config.layout.sandbox_hidden`: the config
@@ -112,9 +119,31 @@ def sandboxed(config: Config, spec: ServerSpec, sandbox: Sandbox) -> ServerSpec:
     home = config.db_path.parent / "mcp" / spec.name
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     box = dataclasses.replace(sandbox, hide=tuple(hidden), extra_rw=((home, SERVER_HOME),))
-    argv = tuple(box.argv(workdir, shlex.join(spec.command)))
+    shown = program_folders(spec.command)
+    argv = tuple(box.argv(workdir, shlex.join(spec.command), [(p, str(p)) for p in shown]))
     env = {"HOME": str(SERVER_HOME), **spec.env}
     return replace(spec, launch=argv, cwd=workdir, env=env)
+
+
+def program_folders(command: Sequence[str]) -> list[Path]:
+    """The folders a server's command needs to see (read-only) to run: for every existing
+    absolute path it names (`/srv/venv/bin/python /srv/mcp/server.js`), as written and with
+    its links resolved, the folder holding it, or for a program in a `bin` folder the prefix
+    above it (a virtualenv or an install: `/srv/venv`, its `lib` beside its `bin`). Folders
+    under the system ones are there already; what Perch protects inside the others stays
+    masked."""
+    folders: list[Path] = []
+    for word in command:
+        if not os.path.isabs(word) or not os.path.exists(word):
+            continue
+        for path in (Path(os.path.normpath(word)), Path(os.path.realpath(word))):
+            folder = path if path.is_dir() else path.parent
+            if folder.name == "bin":
+                folder = folder.parent
+            system = any(folder == Path(d) or folder.is_relative_to(d) for d in SYSTEM_DIRS)
+            if folder != Path("/") and not system and folder not in folders:
+                folders.append(folder)
+    return folders
 
 
 class McpHost:
