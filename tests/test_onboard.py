@@ -241,7 +241,8 @@ async def test_a_rerun_keeps_a_private_configs_mode_and_its_backups(
         await asyncio.to_thread(config.chmod, 0o600)
         first = await asyncio.to_thread(config.read_text)
         assert await perch(*flags, "--owner", "telegram:2") == 0
-    backups = sorted(tmp_path.glob("config.yaml.bak.*"), key=lambda p: int(p.suffix[1:]))
+    found = await asyncio.to_thread(lambda: list(tmp_path.glob("config.yaml.bak.*")))
+    backups = sorted(found, key=lambda p: int(p.suffix[1:]))
     backup = backups[-1]  # the newest: what the second run replaced
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
     assert stat.S_IMODE(backup.stat().st_mode) == 0o600
