@@ -215,9 +215,7 @@ def _prlimit() -> str:
     """prlimit (util-linux) where the sandbox shows it, or "" (then RLIMIT_NPROC is set
     before bwrap, and counts the daemon's whole user)."""
     found = shutil.which("prlimit", path="/usr/bin:/bin")
-    return (
-        found if found and _inside(Path(os.path.realpath(found)), map(Path, SYSTEM_DIRS)) else ""
-    )
+    return found if found and _inside(Path(os.path.realpath(found)), map(Path, SYSTEM_DIRS)) else ""
 
 
 def _probe(sandbox: Sandbox) -> str | None:
