@@ -7,6 +7,12 @@ streamed preview, persists the run's messages in one transaction, and hands the 
 to `bot.delivery.TurnReply` (the one delivery path: clean -> NO_REPLY -> render -> chunk ->
 send; the preview shows only cleaned text too). A cancelled run is saved too (its history
 is valid by construction); its preview is left showing the cleaned partial text.
+
+The user message opens with the prompt's turn context (`PromptBuilder.turn_context`: the
+time), so it is stored with it and the system prompt stays the same from turn to turn; the
+session's `CachePolicy` gives the run its prompt-cache plan. `chat_history` and
+`runtime_info` are how a turn starts its request: compaction (`bot.upkeep`) starts its own
+the same way, to read the chat's cache.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Protocol
 
+from agents.cache_policy import CachePolicy
+from agents.compaction import with_summary
 from agents.guard import BLOCKED_REPLY, check_input
 from agents.history import estimate_tokens, prepare_history, user_turn_starts
 from agents.loop import AgentLoop, RunRequest, RunResult
@@ -48,7 +56,6 @@ class TurnStore(Sessions, History, Protocol):
     """What a turn reads and writes: its session and the history."""
 
 
-SUMMARY_ACK = "Understood. I have the summary of our earlier conversation."
 ERROR_REPLY = "Sorry, I couldn't answer that: {error}"
 EMPTY_REPLY = (
     "The model sent back an empty answer, so there is nothing to show. Please send your "
@@ -64,6 +71,8 @@ class SessionState:
     messages: int  # stored after this turn (a concurrent run's own are not counted)
     context_tokens: int  # the last model call's prompt (an estimate if no call finished)
     cost_usd: float = 0.0  # what the turn's model calls cost
+    mode: PromptMode = "full"  # the prompt the turn ran with ...
+    runtime: RuntimeInfo | None = None  # ... and its session facts (compaction reuses them)
 
 
 @dataclass(slots=True)
@@ -92,6 +101,7 @@ class TurnRunner:
         media: ChatMedia | None = None,  # attachments in, files and reactions out
         models: ModelChoices | None = None,  # /model choices; None: always agent.model
         after_run: Sequence[SessionListener] = (),  # told of each finished model run
+        cache: CachePolicy | None = None,  # the prompt cache's life per session
     ) -> None:
         self.config = config
         self.store = store
@@ -104,6 +114,7 @@ class TurnRunner:
         self.media = media
         self.models = models
         self.after_run = tuple(after_run)
+        self.cache = cache or CachePolicy(config.agent.cache.ttl)
 
     async def run(
         self, key: SessionKey, turn: Turn, chat: ChatRef | None, mode: PromptMode = "full"
@@ -177,20 +188,15 @@ class TurnRunner:
     ) -> TurnOutcome:
         turns = self.config.agent.history_turns
         session, stored, total = await load_session(self.store, str(key), turns)
-        history = self._history(session, stored)
+        history = chat_history(self.config, session.summary, stored, self.window)
         chosen = await self.models.chosen(str(key)) if self.models is not None else ""
-        runtime = RuntimeInfo(
-            agent_id=self.config.agent.id,
-            session_key=str(key),
-            model=chosen or self.config.agent.model,
-            timezone=self.config.agent.timezone,
-            chat_hint=registry.capabilities(chat.channel).chat_hint if chat else "",
-        )
+        channel_name = chat.channel if chat is not None else None
+        runtime = runtime_info(self.config, key, channel_name, chosen or self.config.agent.model)
         request = RunRequest(
             session_key=str(key),
             system=self.prompts.build(mode, runtime),
             history=history,
-            user_content=user_content,
+            user_content=[*self.prompts.turn_context(runtime), *user_content],
             tools=self.tools,
             context=ToolContext(
                 workspace=self.workspace,
@@ -204,6 +210,7 @@ class TurnRunner:
             cancel=turn.cancel,
             steer=turn.steer,
             model=chosen or None,
+            cache=self.cache.plan(str(key)),
         )
         started = time.perf_counter()
         async with AsyncExitStack() as stack:
@@ -215,6 +222,7 @@ class TurnRunner:
             try:
                 result = await self.loop.run(request, reply.on_event if reply else None)
             finally:
+                self.cache.ended(str(key))
                 turn.release_slot()  # the model work is over: the next turn may start it
             await self.store.save_run(
                 session.id,
@@ -248,28 +256,34 @@ class TurnRunner:
             total + len(result.new_messages),
             result.context_tokens or estimate_tokens([*history, *result.new_messages]),
             result.usage.cost_usd,
+            mode,
+            runtime,
         )
         for listener in self.after_run:
             await listener(state)
         return TurnOutcome(result, delivered, session=state)
 
-    def _history(self, session: SessionRow, stored: list[Message]) -> list[Message]:
-        if session.summary:
-            stored = [
-                {
-                    "role": "user",
-                    "content": [
-                        text_block("[Summary of our earlier conversation]\n" + session.summary)
-                    ],
-                },
-                {"role": "assistant", "content": [text_block(SUMMARY_ACK)]},
-                *stored,
-            ]
-        return prepare_history(
-            stored,
-            max_turns=self.config.agent.history_turns,
-            context_window_tokens=self.window,
-        )
+
+def chat_history(config: Config, summary: str, stored: list[Message], window: int) -> list[Message]:
+    """The history a chat's next request sends: the summary pair, then the stored messages
+    through the history pipeline (turn limit, older images as notes, pairing repair)."""
+    return prepare_history(
+        with_summary(summary, stored),
+        max_turns=config.agent.history_turns,
+        context_window_tokens=window,
+        keep_image_turns=config.agent.image_turns - 1,  # the turn an image arrives counts
+    )
+
+
+def runtime_info(config: Config, key: SessionKey, channel: str | None, model: str) -> RuntimeInfo:
+    """The session facts of the prompt for `key`, talking through `channel` (if any)."""
+    return RuntimeInfo(
+        agent_id=config.agent.id,
+        session_key=str(key),
+        model=model,
+        timezone=config.agent.timezone,
+        chat_hint=registry.capabilities(channel).chat_hint if channel else "",
+    )
 
 
 async def load_history(
