@@ -65,6 +65,19 @@ def cost_usd(model: str, usage: Usage, price: Price | None = None) -> float:
     )
 
 
+def usage_summary(usage: Usage) -> str:
+    """Tokens and cost as people read them: `12,345 in (10,000 read from the prompt cache,
+    1,500 written to it) / 800 out tokens, $0.0123`."""
+    total = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+    cached = ""
+    if usage.cache_read_tokens or usage.cache_write_tokens:
+        cached = (
+            f" ({usage.cache_read_tokens:,} read from the prompt cache, "
+            f"{usage.cache_write_tokens:,} written to it)"
+        )
+    return f"{total:,} in{cached} / {usage.output_tokens:,} out tokens, ${usage.cost_usd:.4f}"
+
+
 def context_window(model: str) -> int:
     """Tokens the model's prompt may hold. Every current Claude model: 200,000."""
     del model  # one window for all families today; kept per model for when that changes

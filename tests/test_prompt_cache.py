@@ -15,7 +15,10 @@ from typing import Any
 import pytest
 
 from agents.model import ModelError, ModelRequest
+from agents.pricing import usage_summary
 from agents.providers.anthropic import AnthropicClient
+from bot.budget import Budget
+from bot.config.agent import BudgetConfig
 from tests.chat_replay import ChatReplay
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.openai import FakeOpenAI
@@ -251,3 +254,37 @@ async def test_openai_compatible_requests_keep_the_same_prefix_too(tmp_path: Pat
     earlier = first[first.index(b'"messages":') : -2]  # the first request's messages, open
     assert earlier in second  # byte for byte the start of the second request's messages
     assert local.requests[0]["tools"] == local.requests[1]["tools"]
+
+
+async def test_cache_reads_and_writes_are_counted_at_their_own_prices(
+    fake: FakeAnthropic, tmp_path: Path
+) -> None:
+    async with ChatReplay(fake, tmp_path) as chat:  # auto: the shared prefix for an hour
+        for text in ("hello", "how are you?", "bye"):
+            await chat.say(text)
+            chat.advance(60)
+        assert chat.store is not None and chat.config is not None
+        today = await chat.store.usage_since(0)
+        budget = Budget(BudgetConfig(daily_usd=10), chat.store)
+        spent = await budget.spent_today()
+    assert fake.cache is not None
+    uses = fake.cache.requests
+    assert (today.cache_read_tokens, today.cache_write_tokens) == (
+        sum(u.read for u in uses),
+        sum(u.write for u in uses),
+    )
+    assert today.cache_write_tokens > sum(u.write_1h for u in uses) > 0  # both lives used
+    sonnet = 3 / 1_000_000  # per input token
+    expected = (
+        sum(
+            u.input * sonnet
+            + u.read * sonnet * 0.1
+            + u.write_5m * sonnet * 1.25
+            + u.write_1h * sonnet * 2
+            for u in uses
+        )
+        + today.output_tokens * 15 / 1_000_000
+    )
+    assert today.cost_usd == pytest.approx(expected)
+    assert spent == pytest.approx(expected)  # the daily budget counts the same
+    assert f"{today.cache_read_tokens:,} read from the prompt cache" in usage_summary(today)
