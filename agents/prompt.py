@@ -52,9 +52,9 @@ never shown to anyone. Never use NO_REPLY when someone asked you something."""
 
 HEARTBEAT_RULES = """\
 ## Heartbeats
-Sometimes you are woken without a user message to check HEARTBEAT.md. If nothing needs \
-attention, answer exactly HEARTBEAT_OK. Otherwise write the message for the user and do \
-not include HEARTBEAT_OK."""
+Sometimes you are woken without a user message to check HEARTBEAT.md: do what it lists. \
+If nothing needs attention, answer exactly HEARTBEAT_OK. Otherwise write the message for \
+the user, without HEARTBEAT_OK; don't repeat an alert you sent unless something changed."""
 
 TIME_RULES = """\
 ## Time

@@ -4,7 +4,8 @@ Each check prints `OK` or `FAIL` with what it found and, on failure, what to do.
 config, each model provider (`bot.operator.doctor_models`: key accepted, model listed), each enabled
 channel's credentials against its platform (the plug-in's `probe`), each enabled MCP server
 (it must start and list its tools), the database (opens, migrates, takes the write lock), the
-workspace files, the timezone, the skills and web search (`doctor_skills.py`). Exit code 0 when everything passed, 1 otherwise, 78 when
+workspace files, the size of the prompt every request begins with (`doctor_prompt.py`), the
+timezone, the skills and web search (`doctor_skills.py`). Exit code 0 when everything passed, 1 otherwise, 78 when
 the config itself cannot be read.
 """
 
@@ -23,6 +24,7 @@ from bot.operator.checks import Check
 from bot.operator.doctor_exec import exec_checks
 from bot.operator.doctor_mcp import doctor_checks as mcp_doctor_checks
 from bot.operator.doctor_models import model_checks
+from bot.operator.doctor_prompt import prompt_check
 from bot.operator.doctor_skills import search_check, skill_checks
 from bot.store.open import open_store
 from bot.store.urls import redact_url
@@ -48,6 +50,7 @@ async def run_checks(config: Config) -> list[Check]:
     checks.extend(await mcp_doctor_checks(config))
     checks.append(await _database(config))
     checks.append(_workspace(config))
+    checks.append(await prompt_check(config))
     checks.append(_timezone(config))
     checks.extend(exec_checks(config))
     checks.extend(skill_checks(config))
