@@ -15,7 +15,9 @@ Marks 1 and 2 are the `PromptBuilder`'s; `request_messages` sets 3 and 4, on cop
 messages never carry a mark). Whatever changes from turn to turn (the time, context recalled
 for this turn) travels in the new user message, after mark 3. `CachePlan` gives the marks
 their life: the system's marks first (a 1-hour mark may not follow a 5-minute one), the
-conversation's after (`agents.cache_policy` chooses them).
+conversation's after (`agents.cache_policy` chooses them). `ttl` is part of the Messages
+API's `cache_control` (no beta header; the anthropic SDK 2.x types it in
+`CacheControlEphemeralParam`); the API reports the 5-minute and 1-hour writes apart.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ def clean_persona(text: str) -> str:
         for line in lines
         if _HOLE not in line or not _EMPTY_ITEM.match(line.replace(_HOLE, ""))
     ]
-    return "\n".join(_without_empty_sections(_squeezed(kept))).strip()
+    cleaned = "\n".join(_without_empty_sections(_squeezed(kept))).strip()
+    return clean_persona(cleaned) if "<!--" in cleaned else cleaned  # `<!<!-- -->--`
 
 
 def _squeezed(lines: list[str]) -> list[str]:

@@ -49,41 +49,17 @@ PASTED = (
     )
 )
 
+_PLACES = (
+    "Alfama|Baixa|Belém|Chiado|Príncipe Real|Cascais|Sintra|LX Factory|Graça|Parque das "
+    "Nações|Estrela|Campo de Ourique|Mouraria|Santos|Alcântara|Ajuda|Avenidas Novas|Marvila|"
+    "Benfica|Lumiar|Oeiras|Almada|Sesimbra|Setúbal|Ericeira"
+)
 TRIP_PLAN = "# Lisbon trip plan\n\n" + "\n".join(
     f"## Day {d}\n- Morning: walk {place}, coffee at a kiosk, photos from the viewpoint.\n"
     f"- Lunch: grilled fish near the river; book ahead on weekends.\n"
     f"- Afternoon: museum or tram ride; keep two hours free for wandering.\n"
     f"- Evening: dinner around 20:30, fado if tickets are left; taxi back after 23:00.\n"
-    for d, place in enumerate(
-        [
-            "Alfama",
-            "Baixa",
-            "Belém",
-            "Chiado",
-            "Príncipe Real",
-            "Cascais",
-            "Sintra",
-            "LX Factory",
-            "Graça",
-            "Parque das Nações",
-            "Estrela",
-            "Campo de Ourique",
-            "Mouraria",
-            "Santos",
-            "Alcântara",
-            "Ajuda",
-            "Avenidas Novas",
-            "Marvila",
-            "Benfica",
-            "Lumiar",
-            "Oeiras",
-            "Almada",
-            "Sesimbra",
-            "Setúbal",
-            "Ericeira",
-        ],
-        start=1,
-    )
+    for d, place in enumerate(_PLACES.split("|"), start=1)
 )
 
 _ANSWER = (
