@@ -3,11 +3,19 @@
 A session is compacted when it holds more than `max_messages` messages or its last prompt
 used more than `context_ratio` of the model's context window (token counts from the API's
 `usage`; a chars/4 estimate only when none is known). `Compactor.compact` first runs a
-memory-flush turn (minimal prompt, memory/file tools only, at most 5 iterations and 90 s) so
-the agent can write durable notes, then asks the model for a summary of everything but the
-last `keep_last` messages (merged with any earlier summary). The caller stores the summary
-and drops the summarised messages; the next turn sees the summary as a user/assistant pair.
-Pure of storage and platforms: it takes messages and returns a `Compaction`.
+memory-flush turn (at most 5 iterations and 90 s; only the `flush_tools` may be called) so the
+agent can write durable notes, then asks the model for a summary of everything but the last
+`keep_last` messages (merged with any earlier summary). The caller stores the summary and
+drops the summarised messages; the next turn sees the summary as a user/assistant pair
+(`with_summary`). Pure of storage and platforms: it takes messages and returns a `Compaction`.
+
+Both requests begin as the chat's own do (`ChatPrefix`: its tools, system blocks and history,
+the same bytes), so they read the chat's prompt cache instead of paying for it again: the
+flush offers every tool of the chat and refuses the others when called; the summary asks, in
+the conversation itself, for a summary of what comes before the kept messages, marked only
+where the chat's last request ended (nothing new is written). When the chat's history does
+not hold every stored message (the turn limit cut it), or the model answers with no text,
+the summary is asked for the old way: a transcript under a summariser's system prompt.
 """
 
 from __future__ import annotations
@@ -15,8 +23,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 
+from agents.cache_breakpoints import (
+    MAX_BREAKPOINTS,
+    CachePlan,
+    last_sent_block,
+    marks_in,
+    request_messages,
+    system_blocks,
+)
 from agents.cancel import CancelToken
 from agents.loop import AgentLoop, RunRequest
 from agents.model import (
@@ -24,6 +41,7 @@ from agents.model import (
     ModelClient,
     ModelError,
     ModelRequest,
+    ModelResponse,
     TextBlock,
     Usage,
     text_block,
@@ -41,6 +59,17 @@ FLUSH_PROMPT = (
     "(facts about the user, decisions, open tasks, promises you made), store it now with "
     "memory_append (or write_file under memory/). Then reply with exactly NO_REPLY."
 )
+SUMMARY_ASK = (
+    "[Automatic compaction] This conversation is about to be shortened: everything before "
+    "{where} will be replaced by a summary you write now; that message and the ones after it "
+    "stay as they are. Write the summary so that you can go on from it: who the user is, what "
+    "they asked, what was decided or done (files written, reminders set), open questions and "
+    "commitments, and any preferences stated.{earlier} Use short bullet points. Keep names, "
+    "numbers, dates and ids exactly. Do not invent anything. Write at most about 400 words. "
+    "Answer with the summary alone and call no tools."
+)
+SUMMARY_EARLIER = " Fold in the earlier summary the conversation starts with."
+SUMMARY_ACK = "Understood. I have the summary of our earlier conversation."
 SUMMARY_SYSTEM = (
     "You compress conversations. Write a faithful summary of the conversation you are "
     "given so that an assistant can continue it: who the user is, what they asked, what was "
@@ -48,7 +77,6 @@ SUMMARY_SYSTEM = (
     "any preferences stated. Use short bullet points. Keep names, numbers, dates and ids "
     "exactly. Do not invent anything. Write at most about 400 words."
 )
-FLUSH_HISTORY = 10
 FLUSH_ITERATIONS = 5
 FLUSH_TIMEOUT = 90.0
 SUMMARY_TIMEOUT = 120.0
@@ -71,12 +99,38 @@ class CompactionPolicy:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ChatPrefix:
+    """How the chat's own requests begin: its system blocks, its tools and its history as
+    the next turn would send them. `complete`: that history holds every stored message."""
+
+    system: list[TextBlock]
+    tools: ToolRegistry
+    history: list[Message]
+    cache: CachePlan = field(default_factory=CachePlan)
+    complete: bool = True
+
+
 @dataclass(slots=True)
 class Compaction:
     summary: str
     summarised: int  # how many leading messages the summary replaces
     usage: Usage
     flushed: bool
+
+
+def with_summary(summary: str, messages: list[Message]) -> list[Message]:
+    """The stored messages with the session's summary in front, as a user/assistant pair."""
+    if not summary:
+        return messages
+    return [
+        {
+            "role": "user",
+            "content": [text_block("[Summary of our earlier conversation]\n" + summary)],
+        },
+        {"role": "assistant", "content": [text_block(SUMMARY_ACK)]},
+        *messages,
+    ]
 
 
 def split_point(messages: list[Message], keep_last: int) -> int:
@@ -117,20 +171,20 @@ class Compactor:
         client: ModelClient,
         model: str,
         policy: CompactionPolicy,
-        flush_tools: ToolRegistry,
+        flush_tools: Collection[str] = (),
     ) -> None:
         self.loop = loop
         self.client = client
         self.model = model
         self.policy = policy
-        self.flush_tools = flush_tools
+        self.flush_tools = frozenset(flush_tools)
 
     async def compact(
         self,
         messages: list[Message],
         previous_summary: str,
         *,
-        system: list[TextBlock],
+        chat: ChatPrefix,
         context: ToolContext,
     ) -> Compaction | None:
         """Flush memories, then summarise; None when there is too little to compact."""
@@ -138,24 +192,28 @@ class Compactor:
         if cut == 0:
             return None
         usage = Usage()
-        flushed = await self._flush(messages, system, context, usage)
+        flushed = await self._flush(chat, context, usage)
         model = context.model or self.model  # the session's own model (/model), if chosen
-        summary = await self._summarise(messages[:cut], previous_summary, usage, model)
+        summary = ""
+        if chat.complete:
+            summary = await self._summarise_in_chat(
+                chat, messages[cut], previous_summary, usage, model
+            )
+        if not summary:
+            summary = await self._summarise(messages[:cut], previous_summary, usage, model)
         return Compaction(summary, cut, usage, flushed)
 
-    async def _flush(
-        self, messages: list[Message], system: list[TextBlock], context: ToolContext, usage: Usage
-    ) -> bool:
-        if not len(self.flush_tools):
+    async def _flush(self, chat: ChatPrefix, context: ToolContext, usage: Usage) -> bool:
+        allowed = frozenset(name for name in self.flush_tools if name in chat.tools)
+        if not allowed:
             return False
-        recent = messages[split_point(messages, FLUSH_HISTORY) :] if messages else []
         cancel = CancelToken()
         request = RunRequest(
             session_key=context.session_key,
-            system=system,
-            history=recent,
+            system=chat.system,
+            history=chat.history,
             user_content=[text_block(FLUSH_PROMPT)],
-            tools=self.flush_tools,
+            tools=chat.tools,
             context=ToolContext(
                 workspace=context.workspace,
                 session_key=context.session_key,
@@ -168,6 +226,8 @@ class Compactor:
             cancel=cancel,
             model=context.model,
             max_iterations=FLUSH_ITERATIONS,
+            cache=chat.cache,
+            allowed_tools=allowed,
         )
         task = asyncio.ensure_future(self.loop.run(request))
         try:
@@ -179,6 +239,36 @@ class Compactor:
         if result.status == "error":
             log.warning("memory flush failed: %s", result.error)
         return result.status == "ok"
+
+    async def _summarise_in_chat(
+        self, chat: ChatPrefix, first_kept: Message, previous: str, usage: Usage, model: str
+    ) -> str:
+        """The summary asked for inside the conversation; "" when the model wrote none."""
+        ask = SUMMARY_ASK.format(
+            where=f'the user\'s message that begins "{_opening(first_kept)}"',
+            earlier=SUMMARY_EARLIER if previous else "",
+        )
+        system = system_blocks(chat.system, chat.cache.prefix)
+        conversation: list[Message] = [
+            *chat.history,
+            {"role": "user", "content": [text_block(ask)]},
+        ]
+        request = ModelRequest(
+            model=model,
+            system=system,
+            messages=request_messages(
+                conversation,
+                anchor=last_sent_block(chat.history),
+                ttl=chat.cache.history,
+                room=MAX_BREAKPOINTS - marks_in(system),
+                mark_end=False,  # read the chat's prefix; nothing of this request is reused
+            ),
+            tools=chat.tools.schemas(),
+            max_tokens=SUMMARY_MAX_TOKENS,
+        )
+        response = await self._complete(request)
+        usage.add(response.usage)
+        return fix_text(text_of(response.content)).strip()
 
     async def _summarise(self, old: list[Message], previous: str, usage: Usage, model: str) -> str:
         transcript = render_transcript(old)
@@ -193,15 +283,25 @@ class Compactor:
             messages=[{"role": "user", "content": [text_block(prompt)]}],
             max_tokens=SUMMARY_MAX_TOKENS,
         )
-        try:
-            response = await asyncio.wait_for(self.client.complete(request), SUMMARY_TIMEOUT)
-        except TimeoutError as exc:
-            raise ModelError("summarising the conversation timed out") from exc
+        response = await self._complete(request)
         usage.add(response.usage)
         summary = fix_text(text_of(response.content)).strip()
         if not summary:
             raise ModelError("the model returned an empty summary")
         return summary
+
+    async def _complete(self, request: ModelRequest) -> ModelResponse:
+        try:
+            return await asyncio.wait_for(self.client.complete(request), SUMMARY_TIMEOUT)
+        except TimeoutError as exc:
+            raise ModelError("summarising the conversation timed out") from exc
+
+
+def _opening(message: Message, limit: int = 120) -> str:
+    """The start of a message's text, on one line (a quote the model can find)."""
+    texts = (b["text"] for b in message["content"] if b["type"] == "text")
+    text = " ".join(" ".join(texts).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _plain_user(message: Message) -> bool:

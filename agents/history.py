@@ -7,13 +7,16 @@ Anthropic-shaped dicts of `agents.model`; inputs are never mutated, outputs are 
 Decisions (where the seed is silent):
 - Entries that are not dicts are dropped by every stage. `max_turns <= 0` keeps every turn.
   A user turn is a user message with anything besides tool_result blocks.
-- Tokens are estimated as characters / 4 plus 1,600 per image; tool_use inputs count as JSON.
+- Tokens are estimated as characters / 4 plus 1,600 per image (`agents.history_size`).
 - Protected from pruning: the first user message, and everything from the
   `keep_last_assistants`-th last assistant message on (which holds the results answering them).
 - `min_hard_clear_chars` is the total size of the old (prunable) tool results below which hard
   clearing is not worth it, as in OpenClaw. Soft trimming caps each result near
   `keep_head + keep_tail`, so a per-result minimum of 50,000 would never fire; the default is
   10,000 characters (about 2,500 tokens).
+- Bytes once sent never change (for the prompt cache): inputs are cut and results capped as
+  a run makes them (`agents.loop`); pruning runs only past `PRUNE_RATIO` of the window, where
+  compaction (at 75%) has normally shortened the history already: a safety net.
 - Repair moves tool_result blocks to the front of their user message (the API requires it),
   puts a merged assistant message's tool_use blocks last, drops blocks a role may not carry
   (tool_use from users, tool_result and images from the assistant), drops duplicate tool_use
@@ -32,7 +35,15 @@ from agents.history_check import ASSISTANT_BLOCKS as _ASSISTANT_BLOCKS
 from agents.history_check import ROLES as _ROLES
 from agents.history_check import USER_BLOCKS as _USER_BLOCKS
 from agents.history_check import validate_history
+from agents.history_images import age_out_images
 from agents.history_inputs import cut_long_inputs
+from agents.history_size import (
+    CHARS_PER_TOKEN,
+    IMAGE_TOKENS,
+    block_chars_and_images,
+    chars_and_images,
+    estimate_tokens,
+)
 
 # Stored content is untrusted JSON: the stages read messages and blocks as plain dicts,
 # defensively, and hand back `agents.model.Message`s (the same dicts, typed at the exit).
@@ -40,9 +51,8 @@ Block = dict[str, Any]
 Message = dict[str, Any]
 Messages = Sequence[Mapping[str, Any]]
 
-CHARS_PER_TOKEN = 4
-IMAGE_TOKENS = 1600
 SOFT_RATIO = 0.3  # share of the context window above which old tool results are trimmed
+PRUNE_RATIO = 0.8  # share of the window above which `prepare_history` prunes at all
 CLEARED_TOOL_RESULT = "[Old tool result content cleared]"
 MISSING_TOOL_RESULT = "[Tool result missing -- session was compacted]"
 
@@ -135,49 +145,6 @@ def _last_turns(messages: Messages, max_turns: int) -> list[Message]:
 # Stage 2: prune tool results.
 
 
-def _result_text_chars(content: Any) -> int:
-    if isinstance(content, str):
-        return len(content)
-    if isinstance(content, list):
-        return sum(len(b.get("text", "")) for b in content if isinstance(b, dict) and "text" in b)
-    return 0
-
-
-def _block_chars_and_images(block: Block) -> tuple[int, int]:
-    kind = block.get("type")
-    if kind == "image":
-        return 0, 1
-    if kind == "text":
-        return len(str(block.get("text", ""))), 0
-    if kind == "tool_use":
-        encoded = json.dumps(block.get("input", {}), ensure_ascii=False, default=str)
-        return len(str(block.get("name", ""))) + len(encoded), 0
-    if kind == "tool_result":
-        content = block.get("content")
-        images = 0
-        if isinstance(content, list):
-            images = sum(1 for b in content if isinstance(b, dict) and b.get("type") == "image")
-        return _result_text_chars(content), images
-    if kind in ("thinking", "redacted_thinking"):
-        return len(str(block.get("thinking", block.get("data", "")))), 0
-    return len(json.dumps(block, ensure_ascii=False, default=str)), 0
-
-
-def _chars_and_images(messages: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
-    chars = images = 0
-    for message in messages:
-        for block in _blocks(message):
-            c, i = _block_chars_and_images(block)
-            chars, images = chars + c, images + i
-    return chars, images
-
-
-def estimate_tokens(messages: Messages) -> int:
-    """A rough token count: characters / 4, plus 1,600 per image."""
-    chars, images = _chars_and_images(messages)
-    return -(-chars // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
-
-
 def _soft_trim(text: str, keep_head: int, keep_tail: int) -> str:
     omitted = len(text) - keep_head - keep_tail
     return f"{text[:keep_head]}\n\n[... {omitted} characters trimmed ...]\n\n{text[-keep_tail:]}"
@@ -220,7 +187,7 @@ def prune_tool_results(
     result = _copy_messages(messages)
     if context_window_tokens <= 0 or not result:
         return _typed(result)
-    chars, images = _chars_and_images(result)
+    chars, images = chars_and_images(result)
 
     def ratio() -> float:
         tokens = -(-chars // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
@@ -246,12 +213,12 @@ def prune_tool_results(
         chars -= _soft_trim_result(block, soft_trim_over, keep_head, keep_tail)
     if ratio() < hard_ratio:
         return _typed(result)
-    if sum(_block_chars_and_images(b)[0] for b in prunable) < min_hard_clear_chars:
+    if sum(block_chars_and_images(b)[0] for b in prunable) < min_hard_clear_chars:
         return _typed(result)
     for block in prunable:
         if ratio() < hard_ratio:
             break
-        block_chars, block_images = _block_chars_and_images(block)
+        block_chars, block_images = block_chars_and_images(block)
         if block.get("content") == CLEARED_TOOL_RESULT:
             continue
         block["content"] = CLEARED_TOOL_RESULT
@@ -381,14 +348,21 @@ def repair_tool_pairing(messages: Messages) -> list[model.Message]:
 
 
 def prepare_history(
-    messages: Messages, *, max_turns: int, context_window_tokens: int
+    messages: Messages,
+    *,
+    max_turns: int,
+    context_window_tokens: int,
+    keep_image_turns: int | None = None,
 ) -> list[model.Message]:
-    """Limit turns, cut long tool-call inputs (`agents.history_inputs`), prune tool results
-    (with `prune_tool_results`' defaults), repair pairing: the history to send to the model."""
-    limited = cut_long_inputs(_last_turns(messages, max_turns))  # earlier calls' long inputs
+    """Limit turns, cut long tool inputs (stored runs have them cut), age out older user
+    images (`agents.history_images`; None keeps them), prune tool results past
+    `PRUNE_RATIO` of the window, repair pairing: the history to send to the model."""
+    limited = cut_long_inputs(_last_turns(messages, max_turns))
+    if keep_image_turns is not None:
+        limited = age_out_images(limited, keep_image_turns)
     # The usual history is far under the pruning threshold: then nothing is copied before the
     # repair stage, which builds new dicts anyway (the inputs are still never mutated).
     window = context_window_tokens
-    if window > 0 and limited and estimate_tokens(limited) / window >= SOFT_RATIO:
+    if window > 0 and limited and estimate_tokens(limited) / window >= PRUNE_RATIO:
         return repair_tool_pairing(prune_tool_results(limited, window))
     return repair_tool_pairing(limited)

@@ -17,6 +17,13 @@ call and each tool, raced against both. A cancelled run keeps the partial text i
 answers every `tool_use` (with its result or "cancelled by user"), and ends with a valid
 history. Steering messages (queue mode `steer`) are merged into the conversation just before
 the next model call.
+
+Requests are built for the prompt cache (`agents.cache_breakpoints`): each one marks the block
+where the conversation's previous request ended and its own last block, with the lives the
+request's `CachePlan` gives. What a request sends is what later requests send again: a tool
+call's long input is cut (`agents.history_inputs`) as the call enters the conversation, not
+one turn later. `allowed_tools`, when set, limits what the run may call while the request
+still offers every tool (the memory flush reads the chat's cached prefix that way).
 """
 
 from __future__ import annotations
@@ -28,7 +35,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from agents.cache_breakpoints import (
+    MAX_BREAKPOINTS,
+    CachePlan,
+    last_sent_block,
+    marks_in,
+    request_messages,
+    system_blocks,
+)
 from agents.cancel import Cancelled, CancelToken
+from agents.history_inputs import cut_long_inputs
 from agents.model import (
     Block,
     Message,
@@ -143,6 +159,8 @@ class RunRequest:
     steer: SteerInbox | None = None
     model: str | None = None
     max_iterations: int | None = None
+    cache: CachePlan = field(default_factory=CachePlan)
+    allowed_tools: frozenset[str] | None = None  # None: every tool offered may be called
 
 
 @dataclass(slots=True)
@@ -214,6 +232,9 @@ class AgentLoop:
             streamed = True
             await send(TextDelta(delta))
 
+        system = system_blocks(request.system, request.cache.prefix)
+        room = MAX_BREAKPOINTS - marks_in(system)
+        anchor = last_sent_block(request.history)  # where this session's last request ended
         for iteration in range(1, max_iterations + 1):
             if request.steer is not None:
                 for content in request.steer.drain():
@@ -223,10 +244,14 @@ class AgentLoop:
 
             partial.clear()
 
+            messages = request_messages(
+                conversation, anchor=anchor, ttl=request.cache.history, room=room
+            )
+            anchor = conversation[-1]["content"][-1]  # the next request reads up to here
             call = ModelRequest(
                 model=model,
-                system=request.system,
-                messages=_request_messages(conversation),
+                system=system,
+                messages=messages,
                 tools=request.tools.schemas(),
                 max_tokens=self.max_tokens,
             )
@@ -252,8 +277,9 @@ class AgentLoop:
             final_text = text_of(content)
             tool_uses = [b for b in content if b["type"] == "tool_use"]
             await send(ModelCallFinished(iteration, final_text, len(tool_uses)))
-            if content:
-                _append(conversation, new, {"role": "assistant", "content": content})
+            if content:  # long tool inputs cut now, so every later request sends the same
+                (said,) = cut_long_inputs([{"role": "assistant", "content": content}])
+                _append(conversation, new, said)
             cut = response.stop_reason == "max_tokens"  # the output limit ended the response
             if not tool_uses:
                 if cut:  # say so: a reply that stops mid-sentence (or never starts) misleads
@@ -322,6 +348,10 @@ class AgentLoop:
         self, name: str, args: Any, request: RunRequest, context: ToolContext
     ) -> ToolResult:
         tool = request.tools.get(name)
+        allowed = request.allowed_tools
+        if tool is not None and allowed is not None and name not in allowed:
+            usable = ", ".join(sorted(allowed)) or "none"
+            return ToolResult(f"Error: {name} cannot be used now; only: {usable}.", True)
         if tool is None:
             available = ", ".join(request.tools.names) or "none"
             return ToolResult(f"Unknown tool {name!r}. Available tools: {available}.", True)
@@ -365,27 +395,3 @@ def _merge_user_content(
         last["content"] = [*last["content"], *content]
     else:
         _append(conversation, new, {"role": "user", "content": list(content)})
-
-
-def _request_messages(conversation: list[Message]) -> list[Message]:
-    """The conversation as sent: consecutive same-role messages merged (a repaired history
-    may end with a user message of synthesised tool results) and a prompt-cache breakpoint
-    on the last block. Copies where it changes anything; stored messages stay untouched."""
-    merged: list[Message] = []
-    for message in conversation:
-        if merged and merged[-1]["role"] == message["role"]:
-            previous = merged[-1]
-            merged[-1] = {
-                "role": previous["role"],
-                "content": [*previous["content"], *message["content"]],
-            }
-        else:
-            merged.append(message)
-    if not merged or not merged[-1]["content"]:
-        return merged
-    last = merged[-1]
-    blocks = list(last["content"])
-    marked: Any = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
-    blocks[-1] = marked
-    merged[-1] = {"role": last["role"], "content": blocks}
-    return merged

@@ -20,10 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast
 
 Role = Literal["user", "assistant"]
+CacheTtl = Literal["5m", "1h"]
 
 
 class CacheControl(TypedDict):
+    """A prompt-cache breakpoint (`agents.cache_breakpoints`); no `ttl` means 5 minutes."""
+
     type: Literal["ephemeral"]
+    ttl: NotRequired[CacheTtl]
 
 
 class TextBlock(TypedDict):
@@ -148,17 +152,23 @@ def loads_content(raw: str) -> list[Block]:
 # ---- usage, request, response --------------------------------------------------------------
 @dataclass(slots=True)
 class Usage:
+    """Tokens of one call or more. `input_tokens` are the prompt's uncached tokens;
+    `cache_write_tokens` were written to the prompt cache, `cache_write_1h_tokens` of them
+    for an hour (priced apart, `agents.pricing`); `cache_read_tokens` were read from it."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     cost_usd: float = 0.0
+    cache_write_1h_tokens: int = 0
 
     def add(self, other: Usage) -> None:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.cache_read_tokens += other.cache_read_tokens
         self.cache_write_tokens += other.cache_write_tokens
+        self.cache_write_1h_tokens += other.cache_write_1h_tokens
         self.cost_usd += other.cost_usd
 
     @property

@@ -28,13 +28,13 @@ class SpawnTool:
                 "label": {"type": "string", "description": "A short name for logs and results."},
                 "wait": {
                     "type": "boolean",
-                    "description": "Wait for the result (true) or get it later (false).",
-                    "default": True,
+                    "description": "true (default): its answer is this tool's result; false: "
+                    "it comes later as a system message.",
                 },
                 "timeout_s": {
                     "type": "number",
-                    "description": "Give up after this many seconds (default and maximum: the "
-                    "configured agent.subagents.timeout_s, 300 unless changed).",
+                    "description": "Give up after this many seconds (default and most: "
+                    f"{runner.limits.timeout_s:g}).",
                 },
             },
             "required": ["task"],
@@ -42,14 +42,10 @@ class SpawnTool:
         self.runner = runner
         limits = runner.limits
         self.description = (
-            "Start a sub-agent: a fresh worker with its own context and a reduced tool set, to "
-            "do one self-contained task (research, reading, drafting) and report back. Give it "
-            "everything it needs in `task`: it does not see this conversation or your memory. "
-            "Several spawn calls in one response run in parallel. With wait=true (default) its "
-            "final answer is this tool's result; with wait=false you get "
-            '{"status": "accepted", "spawnId": ...} at once and its result arrives later as a '
-            f"system message. At most {limits.max_children_per_run} sub-agents per turn; "
-            f"timeout {limits.timeout_s:g} s."
+            "Start a sub-agent: a fresh worker with fewer tools that does one self-contained "
+            "task and reports back. It sees neither this conversation nor your memory: put "
+            "all it needs in task. Several spawns in one response run in parallel; at most "
+            f"{limits.max_children_per_run} per turn."
         )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -334,7 +334,7 @@ class SubagentRunner:
             session_key=child.key,
             system=self.prompts.build("minimal", runtime),
             history=[],
-            user_content=[text_block(child.task)],
+            user_content=[*self.prompts.turn_context(runtime), text_block(child.task)],
             tools=self.tools_for(child.depth),
             context=ToolContext(
                 workspace=child.workspace,

@@ -23,7 +23,7 @@ from agents.history import prepare_history
 from agents.model import Message, Usage
 from bench.report import Report, parser
 from bot.store.sqlite.store import SQLiteStore
-from bot.turns import load_history
+from bot.turn_inputs import load_history
 
 TURNS = 50
 WINDOW = 200_000

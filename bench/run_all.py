@@ -2,7 +2,7 @@
 
 `python -m bench.run_all` (what `make bench` runs) runs `bench.overhead`, `bench.throughput`,
 `bench.group_flood`, `bench.memory`, `bench.sqlite`, `bench.text`, `bench.sessions`,
-`bench.history`, `bench.botapi` and `bench.skills` one after the other,
+`bench.history`, `bench.botapi`, `bench.skills` and `bench.cache_replay` one after the other,
 collects their figures through `--json`, and ends with a Markdown table of every figure and target, ready
 to paste into bench/README.md. It fails (exit 1) when a benchmark fails, not when a target
 is missed: the table says that.
@@ -33,6 +33,7 @@ BENCHMARKS = [
     "history",
     "botapi",
     "skills",
+    "cache_replay",
 ]
 TIMEOUT_S = 300
 

@@ -13,9 +13,11 @@ starts the parts `Parts` holds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from agents.cache_policy import CachePolicy
 from agents.compaction import CompactionPolicy, Compactor
 from agents.loop import AgentLoop
 from agents.pricing import context_window
@@ -83,8 +85,17 @@ class Parts:
     metrics: MetricsServer | None  # GET /metrics, when metrics.enabled
 
 
-def build(config: Config, store: Store, channels: Mapping[str, Channel], instance_id: str) -> Parts:
-    """Create every part of a daemon on an open `store` with built `channels` adapters."""
+def build(
+    config: Config,
+    store: Store,
+    channels: Mapping[str, Channel],
+    instance_id: str,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> Parts:
+    """Create every part of a daemon on an open `store` with built `channels` adapters.
+    `clock` is the time the prompts and the prompt cache's pacing read (a benchmark replays
+    a conversation at its own pace with it)."""
     agent = config.agent
     telemetry = build_telemetry(config, instance_id)
     client = build_router(config, telemetry.observer)
@@ -111,7 +122,9 @@ def build(config: Config, store: Store, channels: Mapping[str, Channel], instanc
         config, [MessageTool(messenger), CronTool(cron), *media.tools()], mcp.providers(), skills
     )
     # The skills are listed in the prompt only where read_skill is on the belt (agent.tools).
-    prompts = PromptBuilder(config.workspace, skills=skills if "read_skill" in base_tools else None)
+    prompts = PromptBuilder(
+        config.workspace, skills=skills if "read_skill" in base_tools else None, clock=clock
+    )
     announcer = LaneAnnouncer()
     subagents = SubagentRunner(
         loop,
@@ -137,9 +150,10 @@ def build(config: Config, store: Store, channels: Mapping[str, Channel], instanc
         CompactionPolicy(
             compaction.max_messages, compaction.context_ratio, compaction.keep_last, window
         ),
-        tools.restricted(allow=FLUSH_TOOLS),
+        FLUSH_TOOLS,
     )
-    upkeep = SessionUpkeep(config, store, compactor, prompts, models)
+    cache = CachePolicy(agent.cache.ttl, clock=clock)  # the prompt cache's life per session
+    upkeep = SessionUpkeep(config, store, compactor, prompts, models, tools=tools, cache=cache)
     runner = TurnRunner(
         config,
         store,
@@ -151,6 +165,7 @@ def build(config: Config, store: Store, channels: Mapping[str, Channel], instanc
         models=models,
         after_run=[upkeep.after_run, *([budget.after_run] if budget.enabled else [])],
         telemetry=telemetry,
+        cache=cache,
     )
     access = AccessControl(
         store, policies(config, list(config.channels.all())), owner.pairing_request

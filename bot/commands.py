@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
+from agents.model import Usage
+from agents.pricing import usage_summary
 from bot.config.schema import Config
 from bot.model_choice import ModelChoices
 from bot.sessions import SessionKey
@@ -188,10 +190,15 @@ class Commands:
             lines.append(f"Last answer from: {session.model} (fallback)")
         if session is not None:
             count = await self._store.count_messages(session.id)
+            spent = Usage(
+                session.input_tokens,
+                session.output_tokens,
+                session.cache_read_tokens,
+                session.cache_write_tokens,
+                session.cost_usd,
+            )
             lines.append(
-                f"This conversation: {count} messages, "
-                f"{session.input_tokens + session.cache_read_tokens + session.cache_write_tokens}"
-                f" in / {session.output_tokens} out tokens, ${session.cost_usd:.4f}"
+                f"This conversation: {count} messages, {usage_summary(spent)}"
                 + (f", compacted {session.compactions}x" if session.compactions else "")
             )
             if session.context_tokens:

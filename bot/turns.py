@@ -9,6 +9,11 @@ send; the preview shows only cleaned text too). A cancelled run is saved too (it
 is valid by construction); its preview is left showing the cleaned partial text. Each turn
 runs inside `telemetry.turn(...)` (metrics, the root span of its trace), and its log lines
 carry its run id, session and trace id.
+
+The user message opens with the prompt's turn context (`PromptBuilder.turn_context`: the
+time), so it is stored with it and the system prompt stays the same from turn to turn; the
+session's `CachePolicy` gives the run its prompt-cache plan. What the request starts from
+(the session, its history, the prompt's session facts) is `bot/turn_inputs.py`'s.
 """
 
 from __future__ import annotations
@@ -19,12 +24,12 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Protocol
 
+from agents.cache_policy import CachePolicy
 from agents.guard import BLOCKED_REPLY, check_input
-from agents.history import estimate_tokens, prepare_history, user_turn_starts
+from agents.history import estimate_tokens
 from agents.loop import AgentLoop, RunRequest, RunResult
-from agents.model import Block, Message, image_block, text_block
+from agents.model import Block, image_block, text_block
 from agents.pricing import context_window
 from agents.prompt import PromptBuilder, PromptMode, RuntimeInfo
 from agents.sanitize import sanitize_output
@@ -40,19 +45,12 @@ from bot.observe.telemetry import OFF, Telemetry
 from bot.process.logs import run_id_var, session_var, trace_id_var
 from bot.routing import encode_chat
 from bot.sessions import SessionKey
-from bot.store.roles import History, Sessions
-from bot.store.rows import SessionRow
-from channels import registry
+from bot.turn_inputs import TurnStore, chat_history, load_session, runtime_info
 from channels.base import Channel, ChatRef, Outbound
 
 log = logging.getLogger(__name__)
 
 
-class TurnStore(Sessions, History, Protocol):
-    """What a turn reads and writes: its session and the history."""
-
-
-SUMMARY_ACK = "Understood. I have the summary of our earlier conversation."
 ERROR_REPLY = "Sorry, I couldn't answer that: {error}"
 EMPTY_REPLY = (
     "The model sent back an empty answer, so there is nothing to show. Please send your "
@@ -68,6 +66,8 @@ class SessionState:
     messages: int  # stored after this turn (a concurrent run's own are not counted)
     context_tokens: int  # the last model call's prompt (an estimate if no call finished)
     cost_usd: float = 0.0  # what the turn's model calls cost
+    mode: PromptMode = "full"  # the prompt the turn ran with ...
+    runtime: RuntimeInfo | None = None  # ... and its session facts (compaction reuses them)
 
 
 @dataclass(slots=True)
@@ -97,6 +97,7 @@ class TurnRunner:
         models: ModelChoices | None = None,  # /model choices; None: always agent.model
         after_run: Sequence[SessionListener] = (),  # told of each finished model run
         telemetry: Telemetry = OFF,  # metrics and traces of each turn
+        cache: CachePolicy | None = None,  # the prompt cache's life per session
     ) -> None:
         self.config = config
         self.store = store
@@ -110,6 +111,7 @@ class TurnRunner:
         self.models = models
         self.after_run = tuple(after_run)
         self.telemetry = telemetry
+        self.cache = cache or CachePolicy(config.agent.cache.ttl)
 
     async def run(
         self, key: SessionKey, turn: Turn, chat: ChatRef | None, mode: PromptMode = "full"
@@ -190,20 +192,15 @@ class TurnRunner:
         turns = self.config.agent.history_turns
         session, stored, total = await load_session(self.store, str(key), turns)
         self.telemetry.conversation(session.id)
-        history = self._history(session, stored)
+        history = chat_history(self.config, session.summary, stored, self.window)
         chosen = await self.models.chosen(str(key)) if self.models is not None else ""
-        runtime = RuntimeInfo(
-            agent_id=self.config.agent.id,
-            session_key=str(key),
-            model=chosen or self.config.agent.model,
-            timezone=self.config.agent.timezone,
-            chat_hint=registry.capabilities(chat.channel).chat_hint if chat else "",
-        )
+        channel_name = chat.channel if chat is not None else None
+        runtime = runtime_info(self.config, key, channel_name, chosen or self.config.agent.model)
         request = RunRequest(
             session_key=str(key),
             system=self.prompts.build(mode, runtime),
             history=history,
-            user_content=user_content,
+            user_content=[*self.prompts.turn_context(runtime), *user_content],
             tools=self.tools,
             context=ToolContext(
                 workspace=self.workspace,
@@ -217,6 +214,7 @@ class TurnRunner:
             cancel=turn.cancel,
             steer=turn.steer,
             model=chosen or None,
+            cache=self.cache.plan(str(key)),
         )
         started = time.perf_counter()
         async with AsyncExitStack() as stack:
@@ -228,6 +226,7 @@ class TurnRunner:
             try:
                 result = await self.loop.run(request, reply.on_event if reply else None)
             finally:
+                self.cache.ended(str(key))
                 turn.release_slot()  # the model work is over: the next turn may start it
             await self.store.save_run(
                 session.id,
@@ -262,73 +261,12 @@ class TurnRunner:
             total + len(result.new_messages),
             result.context_tokens or estimate_tokens([*history, *result.new_messages]),
             result.usage.cost_usd,
+            mode,
+            runtime,
         )
         for listener in self.after_run:
             await listener(state)
         return TurnOutcome(result, delivered, session=state)
-
-    def _history(self, session: SessionRow, stored: list[Message]) -> list[Message]:
-        if session.summary:
-            stored = [
-                {
-                    "role": "user",
-                    "content": [
-                        text_block("[Summary of our earlier conversation]\n" + session.summary)
-                    ],
-                },
-                {"role": "assistant", "content": [text_block(SUMMARY_ACK)]},
-                *stored,
-            ]
-        return prepare_history(
-            stored,
-            max_turns=self.config.agent.history_turns,
-            context_window_tokens=self.window,
-        )
-
-
-async def load_history(
-    store: TurnStore, session_id: str, max_turns: int
-) -> tuple[list[Message], int]:
-    """The stored messages the turn limit can use (from the first of the last `max_turns`
-    user turns on; all of them if the session has fewer) and how many the session holds.
-    Reads a tail and widens it until it holds enough turns, so a turn's cost does not grow
-    with the session's length."""
-    if max_turns <= 0:
-        stored = await store.messages(session_id)
-        return stored, len(stored)
-    limit = _first_limit(max_turns)
-    stored, total = await store.recent_messages(session_id, limit)
-    return await _widened(store, session_id, max_turns, limit, stored, total)
-
-
-async def load_session(
-    store: TurnStore, key: str, max_turns: int
-) -> tuple[SessionRow, list[Message], int]:
-    """The session for `key` (created on first use) with what `load_history` gives; the
-    session and the first tail come in one read."""
-    if max_turns <= 0:
-        session = await store.session(key)
-        return (session, *await load_history(store, session.id, max_turns))
-    limit = _first_limit(max_turns)
-    session, stored, total = await store.session_with_recent(key, limit)
-    return (session, *await _widened(store, session.id, max_turns, limit, stored, total))
-
-
-def _first_limit(max_turns: int) -> int:
-    return max_turns * 2 + 16  # a chat turn is two messages; tool rounds widen it
-
-
-async def _widened(
-    store: TurnStore, session_id: str, max_turns: int, limit: int, stored: list[Message], total: int
-) -> tuple[list[Message], int]:
-    while True:
-        if len(stored) >= total:
-            return stored, total
-        starts = user_turn_starts(stored)
-        if len(starts) >= max_turns:  # more turns stored before: the cut limit_turns makes
-            return stored[starts[-max_turns] :], total
-        limit *= 4
-        stored, total = await store.recent_messages(session_id, limit)
 
 
 def turn_outcome(outcome: TurnOutcome) -> str:

@@ -5,7 +5,9 @@ due (DESIGN section 4: over 50 messages or 75% of the context window) it compact
 background, at most once at a time per session, so two concurrent group runs never compact
 one session twice. `compact_now(key)` is the `/compact` command. The summarised messages are
 removed and the summary stored in the same transaction; messages saved meanwhile by another
-run are kept.
+run are kept. The compaction's requests begin as the chat's own (`ChatPrefix`: the prompt
+and session facts the last turn used, the chat's tools, the history its next turn would
+send, the session's cache plan), so they read the chat's prompt cache.
 """
 
 from __future__ import annotations
@@ -14,14 +16,18 @@ import asyncio
 import logging
 from typing import Protocol
 
-from agents.compaction import Compactor
+from agents.cache_policy import CachePolicy
+from agents.compaction import ChatPrefix, Compactor
+from agents.history import user_turn_starts
 from agents.model import ModelError
-from agents.prompt import PromptBuilder, RuntimeInfo
-from agents.tools.base import ToolContext
+from agents.pricing import context_window
+from agents.prompt import PromptBuilder
+from agents.tools.base import ToolContext, ToolRegistry
 from bot.config.schema import Config
 from bot.model_choice import ModelChoices
 from bot.sessions import SessionKey
 from bot.store.roles import History, Sessions, UsageLedger
+from bot.turn_inputs import chat_history, runtime_info
 from bot.turns import SessionState
 
 log = logging.getLogger(__name__)
@@ -39,6 +45,9 @@ class SessionUpkeep:
         compactor: Compactor,
         prompts: PromptBuilder,
         models: ModelChoices | None = None,  # a session's /model choice compacts it too
+        *,
+        tools: ToolRegistry,  # the chat's tools: the flush offers them all
+        cache: CachePolicy,  # the sessions' prompt-cache plans, shared with the turns
     ) -> None:
         self.config = config
         self.store = store
@@ -47,6 +56,9 @@ class SessionUpkeep:
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.models = models
+        self.tools = tools
+        self.cache = cache
+        self.window = config.agent.context_window or context_window(config.agent.model)
 
     async def after_run(self, session: SessionState) -> None:
         if session.key in self._busy:
@@ -54,7 +66,7 @@ class SessionUpkeep:
         if not self.compactor.policy.due(session.messages, session.context_tokens):
             return
         self._busy.add(session.key)
-        task = asyncio.create_task(self._compact_quietly(session.key))
+        task = asyncio.create_task(self._compact_quietly(session.key, session))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -83,9 +95,9 @@ class SessionUpkeep:
         if self._tasks:
             await asyncio.wait(list(self._tasks))
 
-    async def _compact_quietly(self, key: str) -> None:
+    async def _compact_quietly(self, key: str, state: SessionState) -> None:
         try:
-            await self._compact(key)
+            await self._compact(key, state)
         except ModelError as exc:
             log.warning("compaction of %s failed: %s", key, exc)
         except Exception:
@@ -93,26 +105,32 @@ class SessionUpkeep:
         finally:
             self._busy.discard(key)
 
-    async def _compact(self, key: str) -> int:
+    async def _compact(self, key: str, state: SessionState | None = None) -> int:
         session = await self.store.session(key)
         rows = await self.store.messages_with_ids(session.id)
         messages = [m for _, m in rows]
         chosen = await self.models.chosen(key) if self.models is not None else ""
         model = chosen or self.config.agent.model
-        runtime = RuntimeInfo(
-            agent_id=self.config.agent.id,
-            session_key=key,
-            model=model,
-            timezone=self.config.agent.timezone,
+        parsed = SessionKey.parse(key)
+        runtime = state.runtime if state is not None else None
+        if runtime is None or runtime.model != model:
+            runtime = runtime_info(self.config, parsed, parsed.root.channel, model)
+        turns = self.config.agent.history_turns
+        chat = ChatPrefix(
+            system=self.prompts.build(state.mode if state is not None else "full", runtime),
+            tools=self.tools,
+            history=chat_history(self.config, session.summary, messages, self.window),
+            cache=self.cache.current(key),
+            complete=len(user_turn_starts(messages)) <= turns,
         )
         result = await self.compactor.compact(
             messages,
             session.summary,
-            system=self.prompts.build("minimal", runtime),
+            chat=chat,
             context=ToolContext(
                 workspace=self.config.workspace,
                 session_key=key,
-                depth=SessionKey.parse(key).depth,
+                depth=parsed.depth,
                 model=chosen or None,
             ),
         )

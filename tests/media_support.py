@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tests.fakes.openai_audio import FakeOpenAIAudio
+from tests.turn_text import TIME_STAMP, said
 
 
 def transcription_config(stt: FakeOpenAIAudio, **caps: Any) -> dict[str, Any]:
@@ -32,11 +33,13 @@ def tool_results(body: Mapping[str, Any]) -> list[tuple[str, bool]]:
 
 
 def user_text(body: Mapping[str, Any]) -> str:
-    """All text of the last user message (every text block joined)."""
+    """All text of the last user message (every text block joined), without the time it
+    opens with."""
     for message in reversed(body.get("messages") or []):
         if message.get("role") == "user":
             content = message.get("content")
             if isinstance(content, str):
-                return content
-            return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+                return said(content)
+            texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+            return "\n".join(t for t in texts if not TIME_STAMP.fullmatch(t))
     return ""

@@ -3,8 +3,9 @@
 `OpenAIView` wraps `FakeOpenAI` so tests written against `FakeAnthropic` read the same:
 `requests` shows each Chat Completions body translated back into the Messages API shape
 (system blocks, user/assistant content blocks, `role: tool` messages as `tool_result` blocks,
-`tool_calls` as `tool_use` blocks, tools by `name`), and `default` receives that view too.
-Every other attribute is the fake's own.
+`tool_calls` as `tool_use` blocks, tools by `name`; the time a turn's message opens with as a
+block of its own, as Perch makes it), and `default` receives that view too. Every other
+attribute is the fake's own.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.openai import FakeOpenAI
+from tests.turn_text import TIME_STAMP, said
 
 KINDS = ("anthropic", "openai")
 OPENAI_MODEL = "local/gpt-test"
@@ -22,6 +24,9 @@ OPENAI_MODEL = "local/gpt-test"
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
+        stamp = TIME_STAMP.match(content)
+        if stamp is not None and said(content):
+            return [{"type": "text", "text": stamp.group()}, *_blocks(said(content))]
         return [{"type": "text", "text": content}] if content else []
     out: list[dict[str, Any]] = []
     for part in content or []:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -9,8 +10,11 @@ import pytest
 from bot.config.errors import EXIT_CONFIG
 from bot.operator.cli import main
 from bot.operator.doctor import run_checks
+from bot.operator.doctor_prompt import prompt_check
 from bot.workspace import seed_workspace
+from tests.chat_replay import ChatReplay
 from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.prompt_cache import PromptCache, prompt_blocks
 from tests.fakes.signal import FakeSignal
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import TOKEN, FakeTelegram
@@ -55,6 +59,7 @@ async def test_all_checks_pass_against_healthy_services(tmp_path: Path) -> None:
         "database",
         "workspace",
         "layout",
+        "prompt",
         "timezone",
         "exec",
         "skills",
@@ -117,3 +122,34 @@ def test_doctor_command_exits_78_on_a_broken_config(
     bad.write_text("agent: {queue: {mode: shout}}\n")
     assert main(["doctor", "--config", str(bad)]) == EXIT_CONFIG
     assert capsys.readouterr().out.startswith("FAIL  config:")
+
+
+def _tokens_said(detail: str, part: str) -> int:
+    match = re.search(rf"{part} ~?([\d,]+)", detail)
+    assert match is not None, detail
+    return int(match.group(1).replace(",", ""))
+
+
+async def test_doctor_prints_the_fixed_prefix_every_request_starts_with(tmp_path: Path) -> None:
+    fake = FakeAnthropic(cache=PromptCache())
+    async with fake, ChatReplay(fake, tmp_path) as chat:  # a default install, one message
+        await chat.say("hello")
+        assert chat.config is not None
+        check = await prompt_check(chat.config)
+    assert check.ok and not check.warn
+    total = _tokens_said(check.detail, "starts with")
+    assert 1_000 < total <= 4_000  # the default tools and persona stay lean
+    sent = fake.requests[0]  # the estimate is of what the daemon really sends
+    blocks = prompt_blocks(sent)
+    tools = sum(b.tokens for b in blocks[: len(sent["tools"])])
+    assert abs(_tokens_said(check.detail, "tools") - tools) <= len(sent["tools"])
+    persona = -(-len(sent["system"][0]["text"]) // 4)
+    assert _tokens_said(check.detail, "persona") == persona
+
+
+async def test_a_bloated_persona_is_a_warning_with_what_to_trim(tmp_path: Path) -> None:
+    config = make_config(tmp_path, "http://127.0.0.1:9")
+    seed_workspace(config.workspace)
+    (config.workspace / "AGENTS.md").write_text("Be thorough. " * 3_000)
+    check = await prompt_check(config)
+    assert check.ok and check.warn and "trim the persona files" in check.line()

@@ -310,7 +310,7 @@ async def test_empty_answers_after_tools_or_in_groups_stay_silent(
     assert chan.sent == []
 
 
-async def test_a_file_written_last_turn_is_not_resent_with_every_request(
+async def test_a_long_file_written_is_cut_in_the_history_from_the_first_request_on(
     tmp_path: Path, fake: FakeAnthropic
 ) -> None:
     document = "# Report\n" + "A line of the long report.\n" * 8_000  # ~200 KB
@@ -324,8 +324,9 @@ async def test_a_file_written_last_turn_is_not_resent_with_every_request(
         assert await chan.wait_sent(2) == ["Saved.", "You're welcome."]
         written = (daemon.config.workspace / "report.md").read_text()
     assert written == document  # the file is whole; only the history's copy is cut
-    assert len(json.dumps(fake.requests[1])) > len(document)  # the same turn saw it all
-    assert len(json.dumps(fake.requests[2])) < 40_000
+    assert len(json.dumps(fake.requests[1])) < 40_000  # cut the first time it is sent ...
+    call = [json.dumps(body["messages"][1]) for body in fake.requests[1:]]
+    assert call[0] == call[1] and "left out of the history" in call[0]  # ... and kept so
 
 
 async def test_model_failure_tells_the_user_plainly(tmp_path: Path, fake: FakeAnthropic) -> None:

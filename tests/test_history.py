@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from agents.history import (
     CLEARED_TOOL_RESULT,
     MISSING_TOOL_RESULT,
+    PRUNE_RATIO,
     estimate_tokens,
     limit_turns,
     prepare_history,
@@ -19,6 +20,7 @@ from agents.history import (
     repair_tool_pairing,
     validate_history,
 )
+from agents.history_images import AGED_OUT, age_out_images
 from agents.history_inputs import MAX_INPUT_CHARS, cut_long_inputs
 from agents.model import Message
 from agents.tool_images import without_tool_images
@@ -407,9 +409,22 @@ def test_prepare_history_is_the_three_stages_and_never_mutates_its_input(
     messages: list[Message], max_turns: int, window: int
 ) -> None:
     before = copy.deepcopy(messages)
-    staged = repair_tool_pairing(prune_tool_results(limit_turns(messages, max_turns), window))
+    limited = limit_turns(messages, max_turns)
+    full = estimate_tokens(limited) >= PRUNE_RATIO * window  # pruning: a safety net only
+    staged = repair_tool_pairing(prune_tool_results(limited, window) if full else limited)
     assert prepare_history(messages, max_turns=max_turns, context_window_tokens=window) == staged
     assert messages == before
+
+
+def test_old_tool_results_are_sent_as_they_were_until_the_window_is_nearly_full() -> None:
+    # Trimming an old result would change bytes already sent, and every later request would
+    # miss the prompt cache from there on: under PRUNE_RATIO the history goes out whole.
+    history = _tool_history([20_000] * 3, 100)
+    whole = repair_tool_pairing(history)
+    window = estimate_tokens(history) * 2  # half full: well over the soft ratio of old
+    assert prepare_history(history, max_turns=10, context_window_tokens=window) == whole
+    squeezed = prepare_history(history, max_turns=10, context_window_tokens=window // 2)
+    assert squeezed != whole and validate_history(squeezed) == []
 
 
 def test_prepare_history_limits_prunes_and_repairs() -> None:
@@ -537,3 +552,26 @@ def test_cutting_inputs_keeps_short_strings_and_is_stable(value: Any) -> None:
         strings(value), strings(once[0]["content"][0]["input"]["v"]), strict=True
     ):
         assert after == before if len(before) <= MAX_INPUT_CHARS else len(after) < MAX_INPUT_CHARS
+
+
+# --- user images age out -----------------------------------------------------------------------
+
+
+def test_user_images_are_sent_for_a_few_turns_then_a_note_takes_their_place() -> None:
+    photo = {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg"}}
+    photo["source"]["data"] = "A" * 4000  # 3,000 bytes
+    history = [user(photo, "what is this?"), assistant("A heron.")]
+    for n in range(3):
+        history += [user(f"question {n}"), assistant(f"answer {n}")]
+    before = copy.deepcopy(history)
+    kept = prepare_history(history, max_turns=50, context_window_tokens=200_000)
+    aged = prepare_history(history, max_turns=50, context_window_tokens=200_000, keep_image_turns=2)
+    assert kept == history  # None: every image stays
+    assert aged[0]["content"][0] == {
+        "type": "text",
+        "text": f"[image image/jpeg, 3000 bytes: {AGED_OUT}]",
+    }
+    assert aged[1:] == history[1:] and history == before  # the store's copy keeps the photo
+    recent = [*history[2:], user(photo, "and this?"), assistant("A crane.")]
+    assert age_out_images(recent, 2) == recent  # still among the last two turns
+    assert age_out_images(aged, 2) == aged  # a note stays the same note: a stable prefix

@@ -15,6 +15,7 @@ from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.chat import MemoryChannel
 from tests.fakes.openai import FakeOpenAI
 from tests.harness import make_config, running_daemon
+from tests.turn_text import said
 
 WAIT = 30  # generous: the first turn imports an SDK, and CI machines are busy
 OPEN_DMS = {"channels.telegram.dm_policy": "open", "channels.telegram.allow_from": ["*"]}
@@ -74,7 +75,7 @@ async def test_model_command_switches_lists_and_survives_a_restart(
     # The Claude history went to the Chat Completions server, translated, and back.
     body = local.requests[0]
     assert body["model"] == "qwen3:8b"
-    assert [m.get("content") for m in body["messages"][1:]] == [
+    assert [said(m.get("content")) for m in body["messages"][1:]] == [
         "my name is Ada",
         "echo: my name is Ada",
         "what is my name?",

@@ -183,6 +183,28 @@ async def test_usage_and_cost_are_recorded(fake: FakeAnthropic, make_client: Any
     assert response.model == "claude-opus-4-6"
 
 
+async def test_one_hour_cache_writes_are_read_apart_and_priced_at_twice_the_input(
+    fake: FakeAnthropic, make_client: Any
+) -> None:
+    split = {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 300}
+    fake.queue(
+        Reply.text(
+            "ok",
+            usage={
+                "input_tokens": 10,
+                "output_tokens": 1,
+                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": 400,
+                "cache_creation": split,
+            },
+        )
+    )
+    usage = (await make_client(fake.base_url).complete(request(model="claude-sonnet-5-5"))).usage
+    assert (usage.cache_write_tokens, usage.cache_write_1h_tokens) == (400, 300)
+    expected = (10 * 3 + 1 * 15 + 100 * 3 * 1.25 + 300 * 3 * 2) / 1_000_000
+    assert usage.cost_usd == pytest.approx(expected)
+
+
 # ---- pricing -------------------------------------------------------------------------------
 
 
@@ -207,6 +229,8 @@ def test_price_matches_model_family(model: str, price: Price) -> None:
 def test_cost_prices_cache_writes_at_125_and_reads_at_10_percent_of_input() -> None:
     usage = Usage(cache_write_tokens=1_000_000, cache_read_tokens=1_000_000)
     assert cost_usd("claude-sonnet-x", usage) == pytest.approx(3 * 1.25 + 3 * 0.1)
+    hour = Usage(cache_write_tokens=1_000_000, cache_write_1h_tokens=1_000_000)
+    assert cost_usd("claude-sonnet-x", hour) == pytest.approx(3 * 2)
     assert cost_usd("claude-sonnet-x", Usage(output_tokens=2_000_000)) == pytest.approx(30)
 
 

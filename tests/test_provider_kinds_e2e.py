@@ -64,8 +64,7 @@ async def test_a_chat_on_another_model_is_compacted_by_that_model(tmp_path: Path
     async with FakeAnthropic() as claude, FakeOpenAI() as local:
 
         def answer(body: dict[str, Any]) -> Reply:
-            system = body["messages"][0]["content"]
-            if "You compress conversations" in system:
+            if last_user_text(body).startswith("[Automatic compaction]"):
                 return Reply.text("- The user's cat is called Miso.")
             if "Automatic memory flush" in last_user_text(body):
                 return Reply.text("NO_REPLY")

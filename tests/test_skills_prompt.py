@@ -28,7 +28,7 @@ def ws(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_available_skills_are_listed_sorted_in_the_cached_block(ws: Path) -> None:
+def test_available_skills_are_listed_sorted_in_their_own_cached_block(ws: Path) -> None:
     write_skill(
         ws / "skills", "zeta", '---\nname: zeta\ndescription: Last <b>&</b> "quoted"\n---\n'
     )
@@ -36,9 +36,10 @@ def test_available_skills_are_listed_sorted_in_the_cached_block(ws: Path) -> Non
     nanobot_skill(ws / "skills")  # unavailable: never offered
     write_skill(ws / "skills", "broken", "nothing\n")
     (ws / "SOUL.md").write_text("Be warm.")
-    stable, volatile = PromptBuilder(ws, skills=catalog(ws)).build("full", RUNTIME)
-    text = stable["text"]
-    assert stable["cache_control"] == {"type": "ephemeral"} and "skill" not in volatile["text"]
+    persona, slow, session = PromptBuilder(ws, skills=catalog(ws)).build("full", RUNTIME)
+    text = slow["text"]
+    assert slow["cache_control"] == {"type": "ephemeral"} and "skill" not in session["text"]
+    assert "## Skills" not in persona["text"] and "Be warm." in persona["text"]
     block = text[text.index("## Skills") :]
     assert block.index("<name>pdf-processing</name>") < block.index("<name>skill-creator</name>")
     assert block.index("<name>skill-creator</name>") < block.index("<name>zeta</name>")
@@ -46,7 +47,6 @@ def test_available_skills_are_listed_sorted_in_the_cached_block(ws: Path) -> Non
     assert f"<location>{(ws / 'skills' / 'pdf-processing').resolve()}</location>" in block
     assert "<location>/skills/skill-creator</location>" in block
     assert "tmux-control" not in text and "broken" not in text
-    assert text.index("Be warm.") < text.index("## Skills")  # after the persona, at the end
 
 
 def test_the_block_is_the_same_text_for_the_same_skills(tmp_path: Path) -> None:
@@ -66,18 +66,14 @@ def test_the_block_is_the_same_text_for_the_same_skills(tmp_path: Path) -> None:
 
 
 def test_an_always_skill_brings_its_body_and_no_skill_no_block(ws: Path) -> None:
-    assert (
-        "## Skills"
-        not in PromptBuilder(ws, skills=catalog(ws, bundled=False)).build("full", RUNTIME)[0][
-            "text"
-        ]
-    )
+    blocks = PromptBuilder(ws, skills=catalog(ws, bundled=False)).build("full", RUNTIME)
+    assert len(blocks) == 2 and all("## Skills" not in b["text"] for b in blocks)
     write_skill(
         ws / "skills",
         "house-rules",
         "---\nname: house-rules\ndescription: Rules.\nalways: true\n---\nAlways answer in haiku.\n",
     )
-    text = PromptBuilder(ws, skills=catalog(ws)).build("minimal", RUNTIME)[0]["text"]
+    text = PromptBuilder(ws, skills=catalog(ws)).build("minimal", RUNTIME)[1]["text"]
     assert (
         f'<skill_instructions name="house-rules" location="{(ws / "skills" / "house-rules").resolve()}">\n'
         "Always answer in haiku.\n</skill_instructions>"
@@ -90,8 +86,11 @@ def test_the_prompt_is_reused_until_a_skill_changes(ws: Path) -> None:
     for path in (folder / "SKILL.md", folder, ws / "skills"):
         age(path)
     builder = PromptBuilder(ws, skills=catalog(ws))
-    first = builder.build("full", RUNTIME)[0]["text"]
-    assert builder.build("full", RUNTIME)[0]["text"] is first
+    persona, first = (b["text"] for b in builder.build("full", RUNTIME)[:2])
+    again = builder.build("full", RUNTIME)
+    assert again[0]["text"] is persona and again[1]["text"] is first
     write_skill(ws / "skills", "new-one", "---\nname: new-one\ndescription: brand new\n---\n")
-    second = builder.build("full", RUNTIME)[0]["text"]
+    after = builder.build("full", RUNTIME)
+    second = after[1]["text"]
     assert "<name>new-one</name>" in second and "<name>new-one</name>" not in first
+    assert after[0]["text"] is persona  # the persona block, and so its cache, is untouched

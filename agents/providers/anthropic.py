@@ -277,11 +277,13 @@ class AnthropicClient:
             else:
                 log.debug("dropping unsupported content block type %s", block.type)
         raw = message.usage
+        split = getattr(raw, "cache_creation", None)  # 5-minute and 1-hour writes apart
         usage = Usage(
             input_tokens=raw.input_tokens or 0,
             output_tokens=raw.output_tokens or 0,
             cache_read_tokens=raw.cache_read_input_tokens or 0,
             cache_write_tokens=raw.cache_creation_input_tokens or 0,
+            cache_write_1h_tokens=(getattr(split, "ephemeral_1h_input_tokens", 0) or 0),
         )
         answered_by = message.model or model
         price = self._prices.get(model) or self._prices.get(answered_by)

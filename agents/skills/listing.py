@@ -20,11 +20,9 @@ MAX_ALWAYS_TOTAL = 40_000
 
 INTRO = """\
 ## Skills
-Skills are folders of instructions (sometimes with scripts and reference files) for \
-particular tasks. When a task matches a skill's description, first call read_skill with its \
-name and follow what it says; read_skill with a path reads a file beside it (e.g. \
-references/guide.md). Run a skill's scripts with exec, from the folder given as its \
-location. To write a new skill, read the skill-creator skill."""
+Skills are folders of instructions (with scripts and references at times) for particular \
+tasks. When a task matches a skill's description, read it first with read_skill and follow \
+it; run its scripts with exec, from its location. To write a skill, read skill-creator."""
 
 
 def skills_prompt(skills: Sequence[Skill]) -> str:

@@ -108,14 +108,10 @@ class CronTool:
 
     name = "cron"
     description = (
-        "Schedule a wake-up for yourself, list scheduled jobs, or remove one. When a job "
-        "fires you receive its `message` as an instruction and your reply is sent to the "
-        "chat in `deliver_to` (default: this chat). Use it for reminders ('remind me at "
-        "9:00 to call Alex' -> add with at and message 'Remind the user to call Alex.') and "
-        "recurring reports. Give exactly one schedule: `at` (one-shot: ISO 8601 time such as "
-        "2025-03-01T09:00, read in `tz`, or +20m for 20 minutes from now), `every` (e.g. 30m, "
-        "2h, 1d; at least 1m unless allow_fast) or `cron` (5 fields: minute hour day-of-month month "
-        "day-of-week, e.g. '0 9 * * 1-5' for weekdays at 9:00). Jobs survive restarts."
+        "Add, list or remove scheduled wake-ups. When a job fires you get its message as an "
+        "instruction and your reply goes to deliver_to. A reminder ('remind me at 9:00 to "
+        "call Alex'): add with at and message 'Remind the user to call Alex.'. Give exactly "
+        "one of at, every or cron. Jobs survive restarts."
     )
 
     def __init__(self, service: CronService) -> None:
@@ -124,40 +120,36 @@ class CronTool:
             "type": "object",
             "properties": {
                 "action": {"type": "string", "enum": ["add", "list", "remove"]},
-                "name": {"type": "string", "description": "Short label for the job (add)."},
+                "name": {"type": "string", "description": "Short label (add)."},
                 "at": {
                     "type": "string",
-                    "description": "One-shot time: ISO 8601 (offset optional) or +<duration>.",
+                    "description": "One-shot: ISO 8601 (2025-03-01T09:00, read in tz) or +20m.",
                 },
-                "every": {"type": "string", "description": "Repeat interval, e.g. 30m, 2h."},
-                "cron": {"type": "string", "description": "5-field crontab expression."},
-                "tz": {
+                "every": {"type": "string", "description": "Repeat: 30m, 2h, 1d (at least 1m)."},
+                "cron": {
                     "type": "string",
-                    "description": "IANA timezone for at/cron, e.g. Europe/Berlin. Default: "
-                    "the agent's timezone.",
+                    "description": "5 fields: '0 9 * * 1-5' is 9:00 Mon-Fri.",
                 },
+                "tz": {"type": "string", "description": "IANA timezone (default: the agent's)."},
                 "message": {
                     "type": "string",
-                    "description": "What you will be told when the job fires, written as an "
-                    "instruction to yourself (add).",
+                    "description": "Your instruction to yourself for when it fires (add).",
                 },
                 "session": {
                     "type": "string",
                     "enum": ["isolated", "chat"],
-                    "description": "isolated (default): a fresh session per run; chat: run "
-                    "inside the delivery chat's conversation, with its history.",
+                    "description": "isolated (default): a fresh session each run; chat: in the "
+                    "delivery chat's conversation.",
                 },
                 "deliver_to": {
                     "type": "string",
                     "enum": list(DELIVERY_WORDS),
-                    "description": "here (default): this chat; owner; last: the most "
-                    "recently active chat; none: keep the result to yourself.",
+                    "description": "here (default), owner, last (the latest active chat), none.",
                 },
-                "id": {"type": "string", "description": "The job id (remove)."},
+                "id": {"type": "string", "description": "Job id (remove)."},
                 "allow_fast": {
                     "type": "boolean",
-                    "description": "Allow `every` below one minute (each run costs a model "
-                    "call; only when the user asked for it).",
+                    "description": "Allow every below 1m (a model call each run; only if asked).",
                 },
             },
             "required": ["action"],

@@ -51,8 +51,7 @@ class ReadFileTool:
 
     name = "read_file"
     description = (
-        "Read a UTF-8 text file from the workspace. Returns its content; long files come in "
-        "pages: pass offset (1-based line number to start at) and limit (number of lines). "
+        "Read a UTF-8 text file in the workspace; long files come in pages (offset, limit). "
         "Binary files and files over the size cap are refused."
     )
 
@@ -104,8 +103,8 @@ class WriteFileTool:
 
     name = "write_file"
     description = (
-        "Create or overwrite a text file in the workspace with the given content (parent "
-        "directories are created). Replaces the whole file: use edit_file for small changes."
+        "Create or overwrite a text file in the workspace (folders are created). Replaces the "
+        "whole file: use edit_file for small changes."
     )
 
     def __init__(
@@ -144,9 +143,8 @@ class EditFileTool:
 
     name = "edit_file"
     description = (
-        "Replace text in a workspace file. old_text must match the file exactly (whitespace and "
-        "line breaks included) and occur exactly once; include surrounding lines to make it "
-        "unique. new_text may be empty to delete."
+        "Replace text in a workspace file. old_text must match exactly (whitespace included) "
+        "and occur once; add surrounding lines to make it unique. new_text may be empty."
     )
 
     def __init__(
@@ -198,8 +196,8 @@ class ListDirTool:
 
     name = "list_dir"
     description = (
-        "List a workspace directory: one entry per line, directories end with '/', files show "
-        "their size, symlinks show their target. Defaults to the workspace root."
+        "List a workspace folder (default: its root): folders end with '/', files show their "
+        "size, symlinks their target."
     )
 
     def __init__(self, *, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:

@@ -45,10 +45,8 @@ def _megabytes(size: int) -> str:
 class SendFileTool:
     name = "send_file"
     description = (
-        "Send a file from the workspace to the current chat, e.g. a report you wrote or an "
-        "image you made. Images go as photos where the chat shows photos, anything else as a "
-        "document. 'caption' is optional text shown with it. Write the file first (write_file "
-        "or exec), then send it."
+        "Send a workspace file to this chat (images as photos where the chat shows them, "
+        "anything else as a document), with an optional caption. Write the file first."
     )
 
     def __init__(self, outlet: FileOutlet) -> None:
@@ -97,9 +95,8 @@ class SendFileTool:
 class ReactTool:
     name = "react"
     description = (
-        "React with an emoji to the message you are answering (e.g. 👍, ❤️, 🎉), where the "
-        "chat supports reactions. Use it sparingly, for acknowledgement; it does not replace "
-        "your reply unless the reaction says everything."
+        "React with one emoji to the message you are answering, where the chat supports it. "
+        "Sparingly; it replaces your reply only when it says everything."
     )
 
     def __init__(self, reactions: Reactions) -> None:

@@ -70,9 +70,8 @@ class MemoryAppendTool:
 
     name = "memory_append"
     description = (
-        "Save a note to long-term memory: appends a timestamped bullet to today's file "
-        "memory/YYYY-MM-DD.md in the workspace. Use it for facts, preferences, decisions and "
-        "follow-ups worth recalling in later conversations. One self-contained note per call."
+        "Save a note for later conversations: a timestamped line in memory/<today>.md. One "
+        "self-contained note per call: facts, preferences, decisions, follow-ups."
     )
 
     def __init__(self, *, clock: Clock = local_now, keep_free: int | None = None) -> None:
@@ -177,9 +176,9 @@ class MemorySearchTool:
 
     name = "memory_search"
     description = (
-        "Search long-term memory (MEMORY.md and memory/*.md) for lines containing ALL the "
-        "words of the query (case-insensitive). Returns file:line and the line, long-term "
-        "memory first, then newest daily files first. Use short, distinctive words."
+        "Search MEMORY.md and memory/*.md for lines holding all the query's words (any case): "
+        "file:line and the line, MEMORY.md first, then the newest days. Use a few distinctive "
+        "words; it matches words, not meaning."
     )
 
     def __init__(self) -> None:

@@ -15,9 +15,9 @@ from agents.tools.base import ToolContext, ToolError, ToolResult
 MAX_MESSAGE_CHARS = 20_000
 
 TARGET_FORMS = (
-    "'current' (the chat this run belongs to), 'owner' (the owner's DM), "
-    "'<channel>:<user id>' (a DM with an allow-listed or paired user), or "
-    "'<channel>:group:<group id>[:<thread id>]' (an allow-listed group)"
+    "'current' (this run's chat), 'owner' (the owner's DM), '<channel>:<user id>' (an "
+    "allowed or paired user's DM) or '<channel>:group:<group id>[:<thread id>]' (an allowed "
+    "group)"
 )
 
 
@@ -36,9 +36,8 @@ class Messenger(Protocol):
 class MessageTool:
     name = "message"
     description = (
-        "Send a message to a chat right away, separately from your reply: for reminders, "
-        "scheduled reports and notices to the owner. Targets: " + TARGET_FORMS + ". Other "
-        "chats are refused. In a normal conversation just answer instead of using this."
+        "Send a message to a chat now, apart from your reply: reminders, scheduled reports, "
+        "notices to the owner. In a normal conversation just answer instead."
     )
 
     def __init__(self, messenger: Messenger) -> None:
@@ -48,7 +47,8 @@ class MessageTool:
                 "text": {"type": "string", "description": "The message (Markdown)."},
                 "to": {
                     "type": "string",
-                    "description": "Where to send it; default 'current'. " + TARGET_FORMS + ".",
+                    "description": "Where (default 'current'): " + TARGET_FORMS + "; other "
+                    "chats are refused.",
                 },
             },
             "required": ["text"],

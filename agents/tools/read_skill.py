@@ -28,10 +28,9 @@ class ReadSkillTool:
 
     name = "read_skill"
     description = (
-        "Read one of the skills listed under Skills in your instructions. With only the name: "
-        "its instructions, the folder exec sees it at, and the files beside it. With path "
-        "(relative to the skill's folder, e.g. references/guide.md or scripts): that file's "
-        "text, or the listing of that folder."
+        "Read a skill listed under Skills. With only name: its instructions, the folder exec "
+        "sees it at and the files beside it; with path (in its folder, e.g. "
+        "references/guide.md): that file, or that folder's listing."
     )
     input_schema: dict[str, Any] = {  # noqa: RUF012 (read-only schema, as the other tools')
         "type": "object",

@@ -88,10 +88,9 @@ class WebFetchTool:
 
     name = "web_fetch"
     description = (
-        "Fetch a web page or API response by URL (http/https only) and return its text: HTML "
-        "is reduced to readable text (title, headings, paragraphs, links), JSON and plain text "
-        "are returned as is. Private and local network addresses are refused. Output is cut at "
-        "max_chars."
+        "Fetch an http(s) URL as text: HTML made readable (title, headings, paragraphs, "
+        "links), JSON and plain text as they are; no JavaScript, logins or forms. Private and "
+        "local addresses are refused; output is cut at max_chars."
     )
 
     def __init__(

@@ -136,6 +136,13 @@ class WebSearchConfig(StrictModel):
         return self
 
 
+class CacheConfig(StrictModel):
+    """`agent.cache`: the prompt cache's life (agents/cache_policy.py): `5m`, `1h` (writes
+    cost 2x input instead of 1.25x) or `auto`, chosen per session from its pace."""
+
+    ttl: Literal["5m", "1h", "auto"] = "auto"
+
+
 class BudgetConfig(BaseModel):
     """`agent.budget` in config.yaml."""
 
@@ -159,6 +166,7 @@ class AgentConfig(StrictModel):
     max_spawn_depth: int = Field(1, ge=1, le=5)
     max_tool_result_chars: int = Field(50_000, ge=1000)
     history_turns: int = Field(50, ge=1)
+    image_turns: int = Field(3, ge=1)  # a user's image is sent with this many turns, then a note
     context_window: int | None = Field(None, ge=8000)
     preload_model: bool = True  # load the model SDK in the background after READY
     queue: QueueConfig = Field(default_factory=QueueConfig)
@@ -170,6 +178,7 @@ class AgentConfig(StrictModel):
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
     web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
 
     @field_validator("timezone")
     @classmethod

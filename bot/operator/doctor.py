@@ -6,8 +6,9 @@ channel's credentials against its platform (the plug-in's `probe`), each enabled
 (it must start and list its tools), the trace collector when tracing is on
 (`bot.operator.doctor_observe`), the database (opens, migrates, takes the write lock), the
 workspace files, the layout (`perch run` refuses a workspace holding the state directory, the
-config or a secret), the timezone, the skills and web search (`doctor_skills.py`). No line
-shows a password or token. Exit code 0 when everything passed, 1 otherwise, 78 when
+config or a secret), the size of the prompt every request begins with (`doctor_prompt.py`),
+the timezone, the skills and web search (`doctor_skills.py`). No line shows a password or
+token. Exit code 0 when everything passed, 1 otherwise, 78 when
 the config itself cannot be read.
 """
 
@@ -29,6 +30,7 @@ from bot.operator.doctor_exec import exec_checks
 from bot.operator.doctor_mcp import doctor_checks as mcp_doctor_checks
 from bot.operator.doctor_models import model_checks
 from bot.operator.doctor_observe import observe_checks
+from bot.operator.doctor_prompt import prompt_check
 from bot.operator.doctor_skills import search_check, skill_checks
 from bot.store.open import open_store
 from bot.store.urls import redact_url
@@ -60,6 +62,7 @@ async def run_checks(config: Config) -> list[Check]:
     checks.append(await _database(config))
     checks.append(_workspace(config))
     checks.append(_layout(config))
+    checks.append(await prompt_check(config))
     checks.append(_timezone(config))
     checks.extend(exec_checks(config))
     checks.extend(skill_checks(config))

@@ -12,6 +12,7 @@ import json
 import time
 from typing import Any
 
+from agents.pricing import usage_summary
 from bot.budget import Budget, day_start
 from bot.cluster.instances import live_instance_lines
 from bot.config.schema import Config
@@ -85,10 +86,7 @@ async def op_status(ctx: OpContext, args: dict[str, Any]) -> Reply:
         offline = args.get("offline_status")
         lines = render_daemon(offline) if isinstance(offline, dict) else ["Perch is not running."]
     today = await ctx.store.usage_since(day_start())
-    lines.append(
-        f"  today (UTC): {today.input_tokens + today.cache_read_tokens} in / "
-        f"{today.output_tokens} out tokens, ${today.cost_usd:.4f}"
-    )
+    lines.append(f"  today (UTC): {usage_summary(today)}")  # cache reads and writes priced
     if ctx.live is not None:
         lines.append(ctx.live.budget_line(today.cost_usd))
     else:  # what the daemon would say: PAUSED, or lifted for today (kept in the store)

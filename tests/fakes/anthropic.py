@@ -2,7 +2,10 @@
 
 Scripted `Reply`s are served in order (`queue`), then `default` (an echo) answers. Streams
 carry exactly the SSE events of the real API; errors carry its JSON error shape. Every POST
-to `/v1/messages` is recorded (body and headers) so tests can assert what was sent.
+to `/v1/messages` is recorded (body, its raw bytes and headers) so tests can assert what was
+sent. With a `PromptCache` (`tests.fakes.prompt_cache`) the usage of each answer reports
+what the API's prompt cache would have read and written at `clock()`, and requests that
+break its rules (over four breakpoints, a 1-hour one after a 5-minute one) get its 400.
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ import asyncio
 import itertools
 import json
 import socket
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Literal
 
 from aiohttp import web
+
+from tests.fakes.prompt_cache import CacheRuleError, PromptCache
 
 ReplyKind = Literal["text", "tool_use", "http_error", "stream_error", "hang", "disconnect", "stall"]
 
@@ -36,7 +42,7 @@ class Reply:
     calls: tuple[tuple[str, str, dict[str, Any]], ...] = ()  # (id, name, input)
     delay: float = 0.0
     chunk: int = 0
-    usage: Mapping[str, int] | None = None
+    usage: Mapping[str, Any] | None = None
     stop_reason: str = "end_turn"
     status: int = 200
     error_type: str = ""
@@ -170,10 +176,20 @@ class FakeAnthropic:
     bound (not yet listening) socket to serve on instead of a fresh port-0 one.
     """
 
-    def __init__(self, *, api_key: str | None = None, sock: socket.socket | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        sock: socket.socket | None = None,
+        cache: PromptCache | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.base_url = ""
         self.requests: list[dict[str, Any]] = []
+        self.raw: list[bytes] = []  # the bodies as sent, byte for byte
         self.headers: list[dict[str, str]] = []
+        self.cache = cache
+        self.clock = clock
         self.default: Callable[[dict[str, Any]], Reply] = echo
         self.in_flight = 0
         self.max_in_flight = 0
@@ -258,8 +274,10 @@ class FakeAnthropic:
         return web.json_response({"input_tokens": len(raw) // 4})
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
-        body: dict[str, Any] = await request.json()
+        raw = await request.read()
+        body: dict[str, Any] = json.loads(raw)
         self.requests.append(body)
+        self.raw.append(raw)
         self.headers.append(dict(request.headers))
         assert self._changed is not None
         async with self._changed:
@@ -270,6 +288,12 @@ class FakeAnthropic:
             if (denied := self._check_auth(request)) is not None:
                 return denied
             reply = self._queue.pop(0) if self._queue else self.default(body)
+            if self.cache is not None and reply.kind in ("text", "tool_use"):
+                try:
+                    use = self.cache.account(body, self.clock())
+                except CacheRuleError as exc:
+                    return _error_response(400, "invalid_request_error", str(exc))
+                reply = replace(reply, usage={**use.usage(), **(reply.usage or {})})
             return await self._answer(request, body, reply)
         finally:
             self.in_flight -= 1
@@ -404,7 +428,7 @@ def _drop(request: web.Request) -> None:
         transport.abort()
 
 
-def _usage(body: Mapping[str, Any], reply: Reply) -> dict[str, int]:
+def _usage(body: Mapping[str, Any], reply: Reply) -> dict[str, Any]:
     prompt = json.dumps([body.get("system"), body.get("messages"), body.get("tools")])
     output = (
         len(reply.reply_text) // 4 + 1 + sum(len(json.dumps(c[2])) // 4 + 10 for c in reply.calls)

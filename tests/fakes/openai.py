@@ -65,6 +65,7 @@ class FakeOpenAI:
         self.base_url = ""
         self._sock = sock
         self.requests: list[dict[str, Any]] = []
+        self.raw: list[bytes] = []  # the bodies as sent, byte for byte
         self.headers: list[dict[str, str]] = []
         self.default: Callable[[dict[str, Any]], Reply] = echo
         self.models = list(models) or ["qwen3:8b", "gpt-test"]
@@ -140,8 +141,10 @@ class FakeOpenAI:
         return web.json_response({"object": "list", "data": data})
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
-        body: dict[str, Any] = await request.json()
+        raw = await request.read()
+        body: dict[str, Any] = json.loads(raw)
         self.requests.append(body)
+        self.raw.append(raw)
         self.headers.append(dict(request.headers))
         assert self._changed is not None
         async with self._changed:
