@@ -21,8 +21,9 @@ MAX_DAYS = 366
 
 def usage_days(args: dict[str, Any]) -> int | None:
     """The `days` argument as a number of days (1..366), or None when it is not one."""
+    given = args.get("days")
     try:
-        days = int(args.get("days") or DEFAULT_DAYS)
+        days = DEFAULT_DAYS if given is None else int(given)
     except (TypeError, ValueError):
         return None
     return days if 1 <= days <= MAX_DAYS else None
