@@ -192,13 +192,26 @@ class Browser:
         """Log out the hard way: drop every cookie of the current site."""
         await self._do(self.driver.delete_all_cookies)
 
-    async def screenshot(self, path: Path, width: int, height: int | None = None) -> None:
-        """A PNG of the whole page at `width` (the page's full height unless given)."""
+    async def screenshot(self, path: Path, width: int, *, phone: bool = False) -> None:
+        """A PNG of the whole page, `width` CSS pixels wide (`phone`: at twice the density,
+        as a phone's screen is)."""
 
         def shoot() -> None:
-            self.driver.set_window_size(width, 900)
+            def emulate(height: int) -> None:
+                self.driver.execute_cdp_cmd(
+                    "Emulation.setDeviceMetricsOverride",
+                    {
+                        "width": width,
+                        "height": height,
+                        "deviceScaleFactor": 2 if phone else 1,
+                        "mobile": phone,
+                    },
+                )
+
+            emulate(900)
             full = int(self.driver.execute_script("return document.documentElement.scrollHeight"))
-            self.driver.set_window_size(width, height or max(full, 400))
+            emulate(max(full, 400))
             self.driver.save_screenshot(str(path))
+            self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
         await self._do(shoot)

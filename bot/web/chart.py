@@ -72,14 +72,14 @@ def nice_ceiling(value: float) -> float:
 
 def tokens_label(value: float) -> str:
     if value >= 1e6:
-        return f"{value / 1e6:g}M"
+        return f"{value / 1e6:.3g}M"
     if value >= 1e3:
-        return f"{value / 1e3:g}k"
-    return f"{value:g}"
+        return f"{value / 1e3:.3g}k"
+    return f"{value:.3g}"
 
 
 def cost_label(value: float) -> str:
-    return f"${value:.2f}" if value >= 1 or value == 0 else f"${value:.3g}"
+    return f"${value:.2f}" if value >= 0.01 or value == 0 else f"${value:.2g}"
 
 
 def stacked_days(

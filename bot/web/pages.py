@@ -69,7 +69,7 @@ async def overview(request: web.Request) -> web.StreamResponse:
         "shared": board.store.shared,
         "mcp": status.get("mcp", {}),
         "skills": board.skills.skills(),
-        "problems": [(when(p.created), p.level, p.text) for p in board.tail.problems(8)],
+        "problems": [(p.level, p.text) for p in board.tail.problems(8)],
     }
     return render(request, "overview.html", context)
 
