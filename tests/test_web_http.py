@@ -158,6 +158,10 @@ async def test_a_browser_session_changes_only_with_its_csrf_token_from_its_own_o
             assert r.status == 200 and r.url.path == "/cron"
             assert "Added job" in await r.text()
         assert len(await daemon.store.cron_all()) == 1
+        huge = {**job, "message": "x" * 300_000}  # past the body limit: refused, not cut
+        async with client.post(url + "cron/add", data=huge, headers={"Origin": url[:-1]}) as r:
+            assert r.status == 413
+        assert len(await daemon.store.cron_all()) == 1
 
 
 async def test_a_bearer_token_reads_and_changes_without_a_form_token(

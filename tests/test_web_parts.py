@@ -346,6 +346,16 @@ async def test_usage_per_day_and_model_from_the_cli(
     assert code == 0 and f"{today}  claude-sonnet-5-5" in out
 
 
+async def test_perch_status_names_the_dashboards_address(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    overrides = {"web": {"enabled": True, "listen": "127.0.0.1:0", "token": TOKEN}}
+    async with FakeAnthropic() as fake, running_daemon(tmp_path, fake, {}, overrides) as d:
+        code, out, _ = await perch(capsys, "status", "--config", str(d.config.source))
+        assert code == 0 and f"  dashboard: {d.parts.web.url}\n" in out
+        assert d.parts.web.url.startswith("http://127.0.0.1:") and ":0/" not in d.parts.web.url
+
+
 async def test_stop_and_pairing_deny_from_the_cli(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,7 +18,6 @@ from bot.web.board import BOARD
 from bot.web.guard import see_other
 
 BACK = {"overview": "/", "sessions": "/sessions"}
-MAX_FIELD = 16_384  # a form field longer than this is refused by the operation's checks
 
 
 async def _act(request: web.Request, op: str, args: dict[str, Any], back: str) -> web.Response:
@@ -32,7 +31,7 @@ async def _act(request: web.Request, op: str, args: dict[str, Any], back: str) -
 
 async def _form(request: web.Request) -> dict[str, str]:
     form = await request.post()
-    return {name: str(value)[:MAX_FIELD] for name, value in form.items() if isinstance(value, str)}
+    return {name: value for name, value in form.items() if isinstance(value, str)}
 
 
 def _back(form: dict[str, str], default: str) -> str:
