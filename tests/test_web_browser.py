@@ -157,8 +157,8 @@ async def test_stop_a_run_in_flight_from_the_overview(
         await chan.say("think about it for a long time", chat_id=OWNER)
         await fake.wait_requests(1)
         await browser.open("/")
-        assert SESSION in await browser.wait_text("tr.run", SESSION)
-        await browser.click("tr.run form[action='/runs/stop'] button")
+        assert SESSION in await browser.wait_text("li.run", SESSION)
+        await browser.click("li.run form[action='/runs/stop'] button")
         assert "Stopped." in await browser.wait_text(".flash.ok", "Stopped")
         async with asyncio.timeout(5):
             await daemon.gateway.wait_idle()

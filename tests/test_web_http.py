@@ -221,6 +221,9 @@ async def test_the_log_stream_sends_new_lines_redacted_and_resumes(
             again = await _next_event(stream)
         assert json.loads(again["data"])["text"].endswith("second line")
         assert int(again["id"]) > int(event["id"])
+        stale = {**BEARER, "Last-Event-ID": "999999"}  # numbered before a restart: from the top
+        async with client.get(url + "logs/stream", headers=stale) as stream:
+            assert (await _next_event(stream))["id"] == "1"
 
 
 async def _next_event(stream: aiohttp.ClientResponse) -> dict[str, str]:

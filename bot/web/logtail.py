@@ -63,6 +63,12 @@ class LogTail(logging.Handler):
             if not loop.is_closed():
                 loop.call_soon_threadsafe(event.set)
 
+    @property
+    def last_seq(self) -> int:
+        """The number of the newest line (0 before the first)."""
+        with self._guard:
+            return self._seq
+
     def after(self, seq: int, limit: int = CAPACITY) -> list[LogLine]:
         """Lines after `seq`, oldest first (at most the last `limit`)."""
         with self._guard:

@@ -176,6 +176,8 @@ async def log_stream(request: web.Request) -> web.StreamResponse:
     board = request.app[BOARD]
     given = request.headers.get("Last-Event-ID") or request.query.get("after", "0")
     after = int(given) if given.isdigit() else 0
+    if after > board.tail.last_seq:  # numbered by a daemon before a restart: send them all
+        after = 0
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
