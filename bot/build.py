@@ -7,8 +7,10 @@ scheduler (built after the gateway) waits on; sub-agent results wait in the anno
 queue, which the gateway takes from; `/stop` from other instances is published by
 `StopRequests` and applied by the cluster's listener. The telemetry (metrics and traces,
 `bot/observe/`) comes first: the model router, the loop, turns and sends report to it. The
-daemon (`bot/daemon.py`) opens the store and the channels' adapters, calls `build`, then
-starts the parts `Parts` holds.
+dashboard (`bot/web/`, when `web.enabled`) comes last: it reads what the others report and
+changes things through the same `LiveDaemon` as the control socket. The daemon
+(`bot/daemon.py`) opens the store and the channels' adapters, calls `build`, then starts the
+parts `Parts` holds.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from bot.tools.messages import ChatMessenger
 from bot.tools.skills import skill_catalog
 from bot.turns import TurnRunner
 from bot.upkeep import SessionUpkeep
+from bot.web.server import DashboardAddress, WebServer
 from channels.base import Channel
 
 # What the memory flush before a compaction may use.
@@ -83,6 +86,7 @@ class Parts:
     control: ControlServer
     telemetry: Telemetry
     metrics: MetricsServer | None  # GET /metrics, when metrics.enabled
+    web: WebServer | None  # the dashboard, when web.enabled
 
 
 def build(
@@ -204,14 +208,18 @@ def build(
         )
     reporting: list[StatusSource] = [gateway, scheduler, mcp, telemetry]
     reporting += [metrics] if metrics is not None else []
+    # The dashboard's address is made first: the status reports it, the server binds it.
+    address = DashboardAddress(config.web.listen) if config.web.enabled else None
+    reporting += [address] if address is not None else []
     status = DaemonStatus(config, channels, cluster, reporting)
     beacon = InstanceBeacon(store, status.snapshot, instance_id)
-    control = ControlServer(
-        socket_path(config),
-        config,
-        store,
-        DaemonControl(config, gateway, scheduler, budget, channels, status.snapshot),
+    live = DaemonControl(
+        config, gateway, scheduler, budget, channels, status.snapshot, gateway.commands
     )
+    control = ControlServer(socket_path(config), config, store, live)
+    web = None
+    if address is not None:
+        web = WebServer(address, config, store, live, skills, instance_id)
     return Parts(
         client=client,
         tools=tools,
@@ -230,4 +238,5 @@ def build(
         control=control,
         telemetry=telemetry,
         metrics=metrics,
+        web=web,
     )

@@ -41,6 +41,7 @@ COMMANDS = (
     "budget",
     "skills",
 )
+NOTHING_TO_STOP = "Nothing to stop."
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@[A-Za-z0-9_]+)?(?:\s|$)")
 
 HELP = """\
@@ -137,12 +138,12 @@ class Commands:
         if name == "stop":
             if self._control.stop_oldest(key) or await self._remote(key, everything=False):
                 return "Stopped."
-            return "Nothing to stop."
+            return NOTHING_TO_STOP
         if name == "stopall":
             runs, _dropped = self._control.stop_all(key)
             runs += await self._remote(key, everything=True)
             if runs == 0 and _dropped == 0:
-                return "Nothing to stop."
+                return NOTHING_TO_STOP
             return f"Stopped {runs} run{'s' if runs != 1 else ''}."
         if name == "new":
             self._control.stop_all(key)

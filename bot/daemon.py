@@ -6,7 +6,8 @@ config key; this module names no platform) and every other part (`bot/build.py`,
 object graph in one place), then starts them: MCP servers, the channels (one that cannot
 reach its platform keeps retrying in its adapter; the daemon keeps running), crash recovery
 of the inbox, sub-agent announcements, the scheduler, the control socket and (when on) the
-metrics endpoint, and tells systemd it is READY. Start is exception-safe: if any step raises, what was opened
+metrics endpoint, and tells systemd it is READY. The dashboard (when on) starts first of all,
+so its Logs page has the channels' start-up lines. Start is exception-safe: if any step raises, what was opened
 (adapters, store thread, instance lock) is closed again and `StartupError` names the step in
 one line. `stop()` is the SIGTERM path: stop intake, let runs finish up to
 `gateway.shutdown_grace`, cancel the rest cleanly, close the parts, the channels and the
@@ -125,6 +126,9 @@ class Daemon:
             else build_channels(config.channels, self.request_stop)
         )
         self.parts = parts = build(config, store, self.channels, instance_id)
+        if parts.web is not None:
+            self._step = f"serving the dashboard on {config.web.listen}"
+            await parts.web.start()
         parts.mcp.start()  # servers come up in the background while the rest starts
         self._step = "taking the lead of single-receiver channels"
         await parts.cluster.take_leads()  # starts those this instance leads
@@ -226,6 +230,8 @@ class Daemon:
         parts = self.parts
         if parts is not None:
             await parts.control.stop()
+            if parts.web is not None:
+                await parts.web.stop()
             if parts.metrics is not None:
                 await parts.metrics.stop()
             cancelled = await parts.gateway.drain(self.config.gateway.shutdown_grace)

@@ -133,6 +133,8 @@ async def test_a_non_editable_install_keeps_its_config_in_the_user_config_folder
     done = await subprocess_run(subprocess.run, install, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert not (site / "bot" / "config" / "template.yaml").is_symlink()
+    for asset in ("templates/base.html", "templates/usage.html", "static/app.css", "static/app.js"):
+        assert (site / "bot" / "web" / asset).is_file(), asset  # the dashboard's package data
     home = tmp_path / "home"
     home.mkdir()
     shell = Shell([str(venv / "bin" / "perch")], home, home)  # not in a checkout

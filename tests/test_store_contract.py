@@ -230,6 +230,32 @@ async def test_add_usage_and_session_totals(store: Store) -> None:
     assert parent.input_tokens == 0
 
 
+async def test_usage_by_day_sums_the_ledger_per_utc_day_and_model(store: Store) -> None:
+    day = 86400.0
+    base = 20_000 * day  # 2024-10-04 00:00 UTC
+    rows = [  # (id, session_key, run_id, model, in, out, cache read, cache write, cost, at)
+        (1, "agent:main:a", "r1", "m1", 10, 1, 2, 3, 0.5, base + 10),
+        (2, "agent:main:b", "r2", "m1", 20, 2, 0, 0, 0.25, base + day - 1),
+        (3, "agent:main:a", "r3", "m2", 5, 5, 0, 0, 1.0, base + 3600),
+        (4, "agent:main:a", "r4", "m1", 1, 1, 0, 0, 0.125, base + day),  # the next day
+        (5, "agent:main:a", "r5", "m1", 99, 99, 0, 0, 9.0, base - 1),  # before `since`
+    ]
+    await store.load("usage", rows)
+    await store.finish_load()
+    found = await store.usage_by_day(base)
+    assert [(u.day, u.model) for u in found] == [
+        ("2024-10-04", "m1"),
+        ("2024-10-04", "m2"),
+        ("2024-10-05", "m1"),
+    ]
+    first = found[0]
+    assert (first.input_tokens, first.output_tokens) == (30, 3)
+    assert (first.cache_read_tokens, first.cache_write_tokens) == (2, 3)
+    assert first.cost_usd == pytest.approx(0.75)
+    assert found[2].cost_usd == pytest.approx(0.125)
+    assert await store.usage_by_day(base + 2 * day) == []
+
+
 async def test_compact_replaces_old_messages_and_keeps_newer_ones(store: Store) -> None:
     session = await store.session("agent:main:c")
     await store.save_run(
@@ -379,6 +405,21 @@ async def test_approved_senders_are_listed_and_can_be_revoked(store: Store) -> N
     assert await store.is_approved("telegram", "1") is False
     assert await store.pairing_revoke("telegram", "1") is False  # not approved any more
     assert await store.is_approved("slack", "2") is True
+
+
+async def test_pairing_deny_drops_one_code_and_lets_nobody_in(store: Store) -> None:
+    await store.pairing_add(request("AAAA2222", "1"))
+    await store.pairing_add(request("BBBB3333", "2"))
+    await store.pairing_add(request("CCCC4444", "3", ttl=-1))
+    assert await store.pairing_deny("slack", "AAAA2222") is None  # wrong channel
+    denied = await store.pairing_deny("telegram", " aaaa2222 ")
+    assert denied is not None and (denied.code, denied.sender_id) == ("AAAA2222", "1")
+    assert [r.code for r in await store.pairing_requests()] == ["BBBB3333"]
+    assert await store.is_approved("telegram", "1") is False
+    assert await store.approved_senders() == []
+    assert await store.pairing_deny("telegram", "AAAA2222") is None  # gone
+    assert await store.pairing_deny("telegram", "CCCC4444") is None  # expired
+    assert await store.pairing_approve("telegram", "AAAA2222") is None
 
 
 async def test_an_expired_code_cannot_be_approved(store: Store) -> None:

@@ -1,7 +1,9 @@
 """This daemon in the store's `instances` table, so `perch status` can list the live ones.
 
 A running daemon reports itself every few seconds (`InstanceBeacon.beat`, from its status
-loop; the beat also renews the leases of the inbox rows it works on) with what it holds: its channels and their state, active runs, queued messages. An
+loop; the beat also renews the leases of the inbox rows it works on) with what it holds: its
+channels and their state, active runs (and the sessions they run, so any instance's
+dashboard lists and stops them), queued messages. An
 instance not seen for `LIVE_WITHIN` seconds counts as gone (killed, or its host is down);
 a clean stop removes its row. With PostgreSQL this lists daemons on every host.
 """
@@ -31,12 +33,14 @@ LIVE_WITHIN = 30.0
 def summarise(status: dict[str, Any]) -> dict[str, Any]:
     """What an instance holds, from `Daemon.status()`: channels, runs, queue."""
     channels = status.get("channels", {})
+    lanes = status.get("lanes", {})
     return {
         "channels": {name: bool(c.get("up")) for name, c in channels.items()},
         "standby": sorted(name for name, c in channels.items() if c.get("standby")),
         "leads": list(status.get("leads", [])),
         "active_runs": int(status.get("active_runs", 0)),
         "queued": int(status.get("queued", 0)),
+        "runs": {key: int(lane["active"]) for key, lane in lanes.items() if lane.get("active")},
     }
 
 

@@ -207,7 +207,7 @@ def parse_config(
     config.unresolved = notes
     config.unresolved_keys = [where for where, _ in missing or []]
     config.secret_files = seen
-    config.secret_values = secrets
+    config.found_secrets = secrets
     credentials = env.get("CREDENTIALS_DIRECTORY")
     config.credentials_dir = Path(credentials) if credentials else None
     return config

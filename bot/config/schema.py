@@ -1,7 +1,7 @@
 """The validated shape of `config.yaml`: the `Config` root model and its smaller sections.
 
 Each larger section has a module of its own beside this one (`agent.py`, `providers.py`,
-`mcp.py`, `media.py`, `observe.py` for `metrics:` and `tracing:`; channels come from their plug-ins through `channels.registry`).
+`mcp.py`, `media.py`, `observe.py` for `metrics:` and `tracing:`, `web.py` for the dashboard; channels come from their plug-ins through `channels.registry`).
 `load.py` reads the file into a `Config`. Durations need a unit (`45s`, `10m`, `2h`, `1d`,
 `250ms`); a bare `0` (off) is the only number accepted, so `every: 30` is an error rather
 than a silent 30 seconds.
@@ -17,11 +17,12 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator
 
 from bot.config.agent import AgentConfig, Duration, StrictModel, check_timezone
-from bot.config.mcp import McpConfig
+from bot.config.mcp import McpConfig, mcp_secrets
 from bot.config.media import MediaConfig
-from bot.config.observe import MetricsConfig, TracingConfig
+from bot.config.observe import MetricsConfig, TracingConfig, observe_secrets
 from bot.config.providers import ProvidersConfig
-from channels.registry import ChannelsConfig, default_channels, validate_channels
+from bot.config.web import WebConfig
+from channels.registry import ChannelsConfig, default_channels, secrets, validate_channels
 
 _HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 
@@ -130,6 +131,7 @@ class Config(StrictModel):
     secrets: SecretsConfig = Field(default_factory=SecretsConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     tracing: TracingConfig = Field(default_factory=TracingConfig)
+    web: WebConfig = Field(default_factory=WebConfig)
 
     # Where the file was read from; relative paths in it are resolved against its folder.
     source: Path | None = Field(None, exclude=True)
@@ -140,7 +142,7 @@ class Config(StrictModel):
     # Every `${file:}`/`${cred:}` path the file names, the secret values it holds (for the
     # log redactor), and `$CREDENTIALS_DIRECTORY` when set: masked in every sandbox.
     secret_files: list[Path] = Field(default_factory=list, exclude=True)
-    secret_values: list[str] = Field(default_factory=list, exclude=True)
+    found_secrets: list[str] = Field(default_factory=list, exclude=True)
     credentials_dir: Path | None = Field(None, exclude=True)
 
     @field_validator("channels", mode="wrap")
@@ -157,6 +159,19 @@ class Config(StrictModel):
     def is_unresolved(self, prefix: str) -> bool:
         """True when a key at or below `prefix` kept an unset `${...}` (a lenient load)."""
         return any(k == prefix or k.startswith(prefix + ".") for k in self.unresolved_keys)
+
+    def secret_values(self) -> list[str]:
+        """Every secret the config holds (keys, tokens, headers): what the log must never
+        show (`bot.process.logs.Redactor`)."""
+        return [
+            *(provider.api_key for _, provider in self.providers.items()),
+            *secrets(self.channels),
+            *mcp_secrets(self.mcp),
+            self.agent.web_search.api_key,
+            *observe_secrets(self.metrics, self.tracing),
+            self.web.token or "",
+            *self.found_secrets,  # whatever key holds them, and every secret file's content
+        ]
 
     @property
     def workspace(self) -> Path:

@@ -27,10 +27,7 @@ from typing import Any
 from bot.config.errors import EXIT_CONFIG, ConfigError
 from bot.config.layout import require_apart
 from bot.config.load import load_config, require_api_key
-from bot.config.mcp import mcp_secrets
-from bot.config.observe import observe_secrets
 from bot.config.paths import config_path, log_path, template_text
-from bot.config.schema import Config
 from bot.operator import control_cli, cron_cli, mcp_cli, onboard, skills_cli, store_cli
 
 # Each adds its subcommands to the parser: register(subparsers, add).
@@ -66,7 +63,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     setup_logging(
         config.logging.level,
         config.logging.format,
-        _secrets(config),
+        config.secret_values(),
         file=None if terminal is not None else log_file,
     )
     try:
@@ -124,19 +121,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from bot.operator.doctor import doctor
 
     return doctor(config)
-
-
-def _secrets(config: Config) -> list[str]:
-    from channels.registry import secrets
-
-    return [
-        *(provider.api_key for _, provider in config.providers.items()),
-        *secrets(config.channels),
-        *mcp_secrets(config.mcp),
-        config.agent.web_search.api_key,
-        *observe_secrets(config.metrics, config.tracing),
-        *config.secret_values,  # whatever key holds them
-    ]
 
 
 def build_parser() -> argparse.ArgumentParser:

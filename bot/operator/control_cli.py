@@ -1,4 +1,5 @@
-"""`perch status`, `sessions`, `pairing`, `chat` and `send`: the commands that ask the daemon.
+"""`perch status`, `sessions`, `pairing`, `chat`, `send`, `usage` and `stop`: the commands that
+ask the daemon.
 
 Each builds one control request (`bot/control_ops.py`) and hands it to
 `bot/control_client.run_command`, which asks the running daemon over its socket or, when
@@ -29,12 +30,21 @@ def cmd_pairing(args: argparse.Namespace) -> int:
             args, "pairing.list", {"channel": args.channel, "approved": args.approved}
         )
     if not args.channel or not args.value:
-        what = "CODE" if args.action == "approve" else "SENDER_ID"
+        what = "CODE" if args.action in ("approve", "deny") else "SENDER_ID"
         print(f"usage: perch pairing {args.action} <channel> <{what}>", file=sys.stderr)
         return 2
-    if args.action == "approve":
-        return run_command(args, "pairing.approve", {"channel": args.channel, "code": args.value})
+    if args.action in ("approve", "deny"):
+        op = f"pairing.{args.action}"
+        return run_command(args, op, {"channel": args.channel, "code": args.value})
     return run_command(args, "pairing.revoke", {"channel": args.channel, "sender": args.value})
+
+
+def cmd_usage(args: argparse.Namespace) -> int:
+    return run_command(args, "usage", {"days": args.days, "json": args.json})
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    return run_command(args, "session.stop", {"session": args.session, "all": args.all})
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -61,13 +71,19 @@ def register(sub: Any, add: Any) -> None:
     s = add("sessions", cmd_sessions, "list conversations, most recent first")
     s.add_argument("--limit", type=int, default=50)
     s.add_argument("--all", action="store_true", help="include archived conversations (/new)")
-    p = add("pairing", cmd_pairing, "list, approve or revoke senders met through pairing")
-    p.add_argument("action", choices=["list", "approve", "revoke"])
+    p = add("pairing", cmd_pairing, "list, approve, deny or revoke senders met through pairing")
+    p.add_argument("action", choices=["list", "approve", "deny", "revoke"])
     p.add_argument("channel", nargs="?", help="the channel name (list: optional filter)")
     p.add_argument("value", nargs="?", metavar="CODE|SENDER_ID")
     p.add_argument(
         "--approved", action="store_true", help="list: approved senders, not pending codes"
     )
+    u = add("usage", cmd_usage, "tokens and cost per day (UTC) and model, from the usage ledger")
+    u.add_argument("--days", type=int, default=30, help="how many days back, today included")
+    u.add_argument("--json", action="store_true", help="the rows as JSON")
+    t = add("stop", cmd_stop, "stop a session's reply in progress, as /stop does in the chat")
+    t.add_argument("session", help="the session key, as perch sessions shows it")
+    t.add_argument("--all", action="store_true", help="every run and waiting message (as /stopall)")
     c = add("chat", cmd_chat, "run one turn and print the reply (through the running daemon)")
     c.add_argument("-m", "--message", required=True, help="what to say ('-' reads stdin)")
     c.add_argument(

@@ -31,6 +31,7 @@ from agents.prompt import PromptMode
 from agents.surrogates import fix_data
 from agents.tools.base import ToolError
 from bot.budget import Budget
+from bot.commands import NOTHING_TO_STOP
 from bot.config.schema import Config
 from bot.operator.ops import run_op
 from bot.operator.ops_chat import default_chat_key, turn_reply
@@ -174,6 +175,13 @@ class CronPlanner(Protocol):
     async def sync(self) -> None: ...
 
 
+class ChatCommands(Protocol):
+    """The chat commands (`bot.commands.Commands`): a stop from the shell or the dashboard
+    is the chat's `/stop`, reaching runs here and on other instances alike."""
+
+    async def handle(self, name: str, key: SessionKey) -> str: ...
+
+
 class DaemonControl:
     """`LiveDaemon`: what the operations ask of the running daemon."""
 
@@ -185,10 +193,12 @@ class DaemonControl:
         budget: Budget,
         channels: Mapping[str, Channel],
         status: Callable[[], dict[str, Any]],
+        commands: ChatCommands,
     ) -> None:
         self.config = config
         self.gateway = gateway
         self.scheduler = scheduler
+        self.commands = commands
         self.budget = budget
         self.channels = channels
         self._status = status
@@ -201,6 +211,10 @@ class DaemonControl:
 
     def budget_line(self, spent: float) -> str:
         return self.budget.status_line(spent)
+
+    async def stop(self, key: SessionKey, *, everything: bool) -> Reply:
+        answer = await self.commands.handle("stopall" if everything else "stop", key)
+        return Reply(1 if answer == NOTHING_TO_STOP else 0, f"{answer} ({key})\n")
 
     async def chat(self, text: str, session: str | None) -> Reply:
         try:

@@ -173,7 +173,7 @@ def doctor(config: Config) -> int:
     """Print every check; the count of failures is the count of FAIL lines printed."""
     checks = asyncio.run(run_checks(config))
     for check in checks:
-        print(scrub(check.line(), config.secret_values))  # no password or token, whatever key
+        print(scrub(check.line(), config.secret_values()))  # no password or token, whatever key
     failed = sum(not c.ok for c in checks)
     print(f"Doctor: {failed} of {len(checks)} checks failed." if failed else "All checks passed.")
     return 1 if failed else 0

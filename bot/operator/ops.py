@@ -1,4 +1,5 @@
-"""Every control operation by name: what `perch status|sessions|pairing|cron|chat|send|mcp` do.
+"""Every control operation by name: what `perch status|sessions|pairing|cron|chat|send|mcp|
+usage|stop` do, and every change the dashboard (`bot/web/`) makes.
 
 `run_op(ctx, op, args)` serves the daemon's control socket (`control_server.py`, with
 `ctx.live` set: live data, and a cron change is planned by the scheduler at once) and the CLI
@@ -13,8 +14,15 @@ from typing import Any
 from bot.operator.ops_chat import op_chat, op_send
 from bot.operator.ops_cron import op_cron_add, op_cron_list, op_cron_remove
 from bot.operator.ops_mcp import op_mcp_list
-from bot.operator.ops_pairing import op_pairing_approve, op_pairing_list, op_pairing_revoke
+from bot.operator.ops_pairing import (
+    op_pairing_approve,
+    op_pairing_deny,
+    op_pairing_list,
+    op_pairing_revoke,
+)
 from bot.operator.ops_status import op_sessions, op_status
+from bot.operator.ops_stop import op_session_stop
+from bot.operator.ops_usage import op_usage
 from bot.operator.reply import Op, OpContext, Reply
 
 OPS: dict[str, Op] = {
@@ -22,6 +30,7 @@ OPS: dict[str, Op] = {
     "sessions": op_sessions,
     "pairing.list": op_pairing_list,
     "pairing.approve": op_pairing_approve,
+    "pairing.deny": op_pairing_deny,
     "pairing.revoke": op_pairing_revoke,
     "cron.list": op_cron_list,
     "cron.add": op_cron_add,
@@ -29,6 +38,8 @@ OPS: dict[str, Op] = {
     "chat": op_chat,
     "send": op_send,
     "mcp.list": op_mcp_list,
+    "session.stop": op_session_stop,
+    "usage": op_usage,
 }
 
 

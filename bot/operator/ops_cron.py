@@ -30,7 +30,7 @@ async def op_cron_list(ctx: OpContext, args: dict[str, Any]) -> Reply:
     lines: list[str] = []
     for job in found:
         name = f" '{job.name}'" if job.name else ""
-        lines.append(f"{job.id}{name}  {job.schedule.describe()}  [{_state(job)}]")
+        lines.append(f"{job.id}{name}  {job.schedule.describe()}  [{job_state(job)}]")
         next_run = (
             format_time(job.next_run_at, job.schedule.tz)
             if job.enabled and job.next_run_at is not None
@@ -48,7 +48,7 @@ async def op_cron_list(ctx: OpContext, args: dict[str, Any]) -> Reply:
     return Reply(0, "\n".join(lines) + "\n")
 
 
-def _state(job: CronJob) -> str:
+def job_state(job: CronJob) -> str:
     if job.enabled:
         return f"active, retrying ({job.failures} failed)" if job.failures else "active"
     if job.last_status == "missed":

@@ -1,4 +1,4 @@
-"""`perch pairing list|approve|revoke`: the senders met through pairing codes."""
+"""`perch pairing list|approve|deny|revoke`: the senders met through pairing codes."""
 
 from __future__ import annotations
 
@@ -55,3 +55,21 @@ async def op_pairing_revoke(ctx: OpContext, args: dict[str, Any]) -> Reply:
             "See: perch pairing list --approved\n",
         )
     return Reply(0, f"Revoked {sender} on {channel}: their messages are refused from now on.\n")
+
+
+async def op_pairing_deny(ctx: OpContext, args: dict[str, Any]) -> Reply:
+    channel, code = str(args.get("channel") or ""), str(args.get("code") or "")
+    if not channel or not code:
+        return Reply(2, err="usage: perch pairing deny <channel> <CODE>\n")
+    denied = await ctx.store.pairing_deny(channel, code)
+    if denied is None:
+        return Reply(
+            1,
+            err=f"No pending code {code.upper()} on {channel} (expired or mistyped?). "
+            "See: perch pairing list\n",
+        )
+    return Reply(
+        0,
+        f"Denied code {denied.code} of {denied.sender_id} on {denied.channel}: they stay "
+        "refused and get a new code if they write again.\n",
+    )

@@ -41,8 +41,10 @@ def render_daemon(daemon: dict[str, Any]) -> list[str]:
 
 
 def telemetry_lines(daemon: dict[str, Any]) -> list[str]:
-    """Where the metrics are, where traces go, and the slowest recent turn."""
+    """Where the dashboard and the metrics are, where traces go, and the slowest recent turn."""
     lines = []
+    if daemon.get("dashboard"):
+        lines.append(f"  dashboard: {daemon['dashboard']}")
     if daemon.get("metrics_endpoint"):
         lines.append(f"  metrics: {daemon['metrics_endpoint']}")
     tracing = daemon.get("tracing") or {}

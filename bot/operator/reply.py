@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from bot.config.schema import Config
+from bot.sessions import SessionKey
 from bot.store.roles import Store
 
 
@@ -47,6 +48,9 @@ class LiveDaemon(Protocol):
     async def send(self, to: str, text: str) -> Reply: ...
 
     def budget_line(self, spent: float) -> str: ...
+
+    async def stop(self, key: SessionKey, *, everything: bool) -> Reply:
+        """`/stop` (or `/stopall`) for `key`, as the chat command does it."""
 
 
 @dataclass(slots=True)

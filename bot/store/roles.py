@@ -27,6 +27,7 @@ from bot.store.rows import (
     InstanceRow,
     PairingRequest,
     SessionRow,
+    UsageDay,
 )
 
 
@@ -139,6 +140,10 @@ class UsageLedger(Protocol):
 
     async def usage_since(self, since: float) -> Usage: ...
 
+    async def usage_by_day(self, since: float) -> list[UsageDay]:
+        """The ledger since `since`, summed per UTC day and model; oldest day first, then
+        by model."""
+
 
 class Stops(Protocol):
     """`/stop` requests that reach runs on the other instances (`bot/cluster/stops.py`)."""
@@ -205,6 +210,10 @@ class Pairing(Protocol):
 
     async def pairing_revoke(self, channel: str, sender_id: str) -> bool:
         """Withdraw an approval; False if the sender was not approved."""
+
+    async def pairing_deny(self, channel: str, code: str) -> PairingRequest | None:
+        """Drop a pending code (case-insensitive) without approving its sender; None if
+        there was no such unexpired code."""
 
 
 class CronStore(Protocol):

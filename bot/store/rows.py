@@ -120,6 +120,19 @@ class CronRun:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageDay:
+    """The usage ledger summed over one UTC day (`YYYY-MM-DD`) and one model."""
+
+    day: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost_usd: float
+
+
+@dataclass(frozen=True, slots=True)
 class InstanceRow:
     """A running daemon as it last reported itself (`perch status` lists the live ones)."""
 

@@ -182,6 +182,16 @@ class PostgresQueues(PostgresBase):
         )
         return str(result).split()[-1] != "0"  # asyncpg returns the status tag, "DELETE n"
 
+    async def pairing_deny(self, channel: str, code: str) -> PairingRequest | None:
+        row = await self._pool.fetchrow(
+            f"DELETE FROM pairing WHERE channel = $1 AND code = $2 AND expires_at > $3 "
+            f"RETURNING {_PAIRING}",
+            channel,
+            code.strip().upper(),
+            time.time(),
+        )
+        return PairingRequest(*row) if row is not None else None
+
     # -- cron -----------------------------------------------------------------------------
 
     async def cron_insert(self, job: CronJobRow) -> None:

@@ -185,6 +185,22 @@ class SQLiteQueues(SQLiteBase):
         )
         return done.rowcount > 0
 
+    async def pairing_deny(self, channel: str, code: str) -> PairingRequest | None:
+        code = code.strip().upper()
+
+        def deny(db: sqlite3.Connection) -> PairingRequest | None:
+            row = db.execute(
+                "SELECT channel, code, sender_id, sender_name, created_at, expires_at "
+                "FROM pairing WHERE channel = ? AND code = ? AND expires_at > ?",
+                (channel, code, time.time()),
+            ).fetchone()
+            if row is None:
+                return None
+            db.execute("DELETE FROM pairing WHERE channel = ? AND code = ?", (channel, code))
+            return PairingRequest(*row)
+
+        return await self._db.transaction(deny)
+
     # -- cron -----------------------------------------------------------------------------
 
     async def cron_insert(self, job: CronJobRow) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from agents.model import Message, Usage
-from bot.store.rows import SessionRow, decode_message, encode_message
+from bot.store.rows import SessionRow, UsageDay, decode_message, encode_message
 from bot.store.sqlite.base import SQLiteBase
 from bot.store.sqlite.thread import in_transaction
 
@@ -239,6 +239,19 @@ class SQLiteSessions(SQLiteBase):
         )
         assert row is not None  # an aggregate always has its row
         return Usage(int(row[0]), int(row[1]), int(row[2]), int(row[3]), float(row[4]))
+
+    async def usage_by_day(self, since: float) -> list[UsageDay]:
+        rows = await self._db.fetchall(
+            "SELECT date(created_at, 'unixepoch') AS day, model, sum(input_tokens), "
+            "sum(output_tokens), sum(cache_read_tokens), sum(cache_write_tokens), "
+            "sum(cost_usd) FROM usage WHERE created_at >= ? GROUP BY day, model "
+            "ORDER BY day, model",
+            (since,),
+        )
+        return [
+            UsageDay(str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), float(r[6]))
+            for r in rows
+        ]
 
 
 def _saving(
