@@ -25,6 +25,7 @@ the cut marked so the model knows.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -229,6 +230,15 @@ def _session_text(runtime: RuntimeInfo) -> str:
     if runtime.extra:
         lines.append(runtime.extra)
     return "\n".join(lines)
+
+
+_TURN_CONTEXT = re.compile(r"\[\w{3} \d{4}-\d{2}-\d{2} \d{2}:\d{2} [^\]\n]+\]")
+
+
+def is_turn_context(text: str) -> bool:
+    """Whether a user message's text block is one `turn_context` put there (not the user's
+    words): what shows a conversation as its user saw it leaves these out."""
+    return bool(_TURN_CONTEXT.fullmatch(text))
 
 
 def _time_stamp(now: float, timezone: str) -> str:

@@ -34,6 +34,11 @@ TOKEN_SHAPES = (
 )
 
 
+def is_reference(value: str) -> bool:
+    """A `${...}` a lenient load left unresolved: no secret, and a line naming it stays."""
+    return bool(_UNRESOLVED.fullmatch(value))
+
+
 def looks_secret_key(key: str) -> bool:
     """True when a config key's own name says it holds a credential."""
     return bool(_SECRET_KEY.search(key.rsplit(".", 1)[-1].split("[", 1)[0]))
@@ -60,7 +65,7 @@ def secret_values(tree: Any, key: str = "") -> list[str]:
     elif isinstance(tree, list):
         for i, value in enumerate(tree):
             found += secret_values(value, f"{key}[{i}]")
-    elif isinstance(tree, str) and tree and not _UNRESOLVED.fullmatch(tree):
+    elif isinstance(tree, str) and tree and not is_reference(tree):
         if isinstance(tree, SecretText) or looks_secret_key(key):
             found.append(str(tree))
             found += tree.split()[1:]  # the token of "Bearer <token>"

@@ -21,6 +21,7 @@ from bot.config.mcp import McpConfig, mcp_secrets
 from bot.config.media import MediaConfig
 from bot.config.observe import MetricsConfig, TracingConfig, observe_secrets
 from bot.config.providers import ProvidersConfig
+from bot.config.redact import is_reference
 from bot.config.web import WebConfig
 from channels.registry import ChannelsConfig, default_channels, secrets, validate_channels
 
@@ -162,8 +163,8 @@ class Config(StrictModel):
 
     def secret_values(self) -> list[str]:
         """Every secret the config holds (keys, tokens, headers): what the log must never
-        show (`bot.process.logs.Redactor`)."""
-        return [
+        show (`bot.process.logs.Redactor`). A `${...}` a lenient load left unset is none."""
+        found = [
             *(provider.api_key for _, provider in self.providers.items()),
             *secrets(self.channels),
             *mcp_secrets(self.mcp),
@@ -172,6 +173,7 @@ class Config(StrictModel):
             self.web.token or "",
             *self.found_secrets,  # whatever key holds them, and every secret file's content
         ]
+        return [value for value in found if value and not is_reference(value)]
 
     @property
     def workspace(self) -> Path:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.model import Message
+from agents.prompt import is_turn_context
 from bot.delivery import clean_reply
 from bot.sessions import SessionKey
 from bot.store.rows import InstanceRow, SessionRow
@@ -85,7 +86,9 @@ def conversation(messages: Iterable[Message]) -> list[Entry]:
         for block in message["content"]:
             kind = block.get("type")
             if kind == "text":
-                texts.append(str(block.get("text", "")))
+                text = str(block.get("text", ""))
+                if not (message["role"] == "user" and is_turn_context(text)):  # not the user's
+                    texts.append(text)
             elif kind == "image":
                 entry.images += 1
             elif kind == "tool_use":
