@@ -1,0 +1,1 @@
+"""Tests of the daemon's core: gateway, sessions, commands, delivery, budget, logs, the process."""

@@ -1,0 +1,1 @@
+"""Tests of several instances on one PostgreSQL store."""

@@ -1,0 +1,1 @@
+"""Tests of config.yaml: reading, validation, secrets, layout."""

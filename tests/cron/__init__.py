@@ -1,0 +1,1 @@
+"""Tests of heartbeats and cron jobs."""

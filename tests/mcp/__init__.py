@@ -1,0 +1,1 @@
+"""Tests of MCP servers: configuration, connections, containment, results."""

@@ -1,0 +1,1 @@
+"""Tests of attachments in and files out, per platform."""

@@ -1,0 +1,1 @@
+"""Tests of the perch command: control socket, doctor, onboarding, the service install."""

@@ -1,0 +1,1 @@
+"""Tests of Agent Skills: the format, the catalog, the prompt block, read_skill, scripts in the sandbox."""

@@ -1,0 +1,1 @@
+"""Tests of the store's roles against SQLite and PostgreSQL."""

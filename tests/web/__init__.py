@@ -1,0 +1,1 @@
+"""Tests of the dashboard, in a real browser and over HTTP."""
