@@ -46,11 +46,11 @@ test: lint typecheck unit
 
 # The suite again on the lowest version pyproject.toml allows of each direct dependency (uv's
 # lowest-direct resolution), in a venv of its own: proves the declared floors. uv's cache
-# (~/.cache/uv) makes a rerun quick.
+# (~/.cache/uv) makes a rerun quick. pip too: the install tests build Perch with the venv's own.
 test-lowest: $(STAMP)
 	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet uv
 	$(BIN)/uv venv --quiet --clear --python $(BIN)/python $(LOWEST)
-	$(BIN)/uv pip install --quiet --python $(LOWEST)/bin/python --resolution lowest-direct -e '.[dev]'
+	$(BIN)/uv pip install --quiet --python $(LOWEST)/bin/python --resolution lowest-direct -e '.[dev]' 'pip>=24'
 	$(LOWEST)/bin/python -m pytest -q -p no:cacheprovider
 
 bench: $(DEV)
