@@ -104,8 +104,8 @@ def traces_endpoint(settings: TracingConfig) -> str:
     (+ /v1/traces), else the collector on localhost: the SDK's own order."""
     if settings.endpoint:
         base = settings.endpoint
-    elif signal := os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip():
-        return signal
+    elif named := os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip():
+        return named
     else:
         base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or DEFAULT_COLLECTOR
     if base.rstrip("/").endswith("/" + TRACES_PATH):
