@@ -45,8 +45,10 @@ from bot.notices import OwnerLine
 from bot.observe.server import MetricsServer
 from bot.observe.telemetry import Telemetry, build_telemetry
 from bot.operator.control_server import ControlServer, DaemonControl
-from bot.owner import policies
+from bot.owner import owner_ids, policies
 from bot.process.status import DaemonStatus, StatusSource
+from bot.recall.index import SearchIndex
+from bot.recall.turn_recall import TurnRecall
 from bot.recovery import InboxRecovery
 from bot.store.roles import Store
 from bot.subagent_host import ChildSessions, LaneAnnouncer, subagent_limits
@@ -83,6 +85,7 @@ class Parts:
     control: ControlServer
     telemetry: Telemetry
     metrics: MetricsServer | None  # GET /metrics, when metrics.enabled
+    index: SearchIndex  # memory notes, conversations and skills, searched by recall and tools
 
 
 def build(
@@ -108,6 +111,8 @@ def build(
         observer=telemetry.observer,
     )
     skills = skill_catalog(config)  # read by the prompt, read_skill and exec alike
+    owners = owner_ids(config, channels)  # whose DMs see the memory files
+    index = SearchIndex(store, config.workspace, skills, owners, clock=clock)
     models = ModelChoices(store, config)
     owner = OwnerLine(config, channels)
     budget = Budget(agent.budget, store, owner.tell)
@@ -119,7 +124,11 @@ def build(
     mcp = McpHost(config, telemetry.mcp_headers)
     messenger = ChatMessenger(config, store, channels, telemetry)
     base_tools = build_tools(
-        config, [MessageTool(messenger), CronTool(cron), *media.tools()], mcp.providers(), skills
+        config,
+        [MessageTool(messenger), CronTool(cron), *media.tools()],
+        mcp.providers(),
+        skills,
+        index,
     )
     # The skills are listed in the prompt only where read_skill is on the belt (agent.tools).
     prompts = PromptBuilder(
@@ -129,7 +138,7 @@ def build(
     subagents = SubagentRunner(
         loop,
         prompts,
-        ChildSessions(store),
+        ChildSessions(store, index),
         announcer,
         tools=base_tools,
         agent_id=agent.id,
@@ -166,6 +175,8 @@ def build(
         after_run=[upkeep.after_run, *([budget.after_run] if budget.enabled else [])],
         telemetry=telemetry,
         cache=cache,
+        recall=TurnRecall(agent.recall, index, owners, agent.timezone),
+        index=index,
     )
     access = AccessControl(
         store, policies(config, list(config.channels.all())), owner.pairing_request
@@ -230,4 +241,5 @@ def build(
         control=control,
         telemetry=telemetry,
         metrics=metrics,
+        index=index,
     )
