@@ -1,4 +1,5 @@
-"""Every control operation by name: what `perch status|sessions|pairing|cron|chat|send|mcp` do.
+"""Every control operation by name: what `perch status|sessions|pairing|cron|chat|send|mcp|memory`
+do.
 
 `run_op(ctx, op, args)` serves the daemon's control socket (`control_server.py`, with
 `ctx.live` set: live data, and a cron change is planned by the scheduler at once) and the CLI
@@ -13,6 +14,7 @@ from typing import Any
 from bot.operator.ops_chat import op_chat, op_send
 from bot.operator.ops_cron import op_cron_add, op_cron_list, op_cron_remove
 from bot.operator.ops_mcp import op_mcp_list
+from bot.operator.ops_memory import op_memory_rebuild, op_memory_search
 from bot.operator.ops_pairing import op_pairing_approve, op_pairing_list, op_pairing_revoke
 from bot.operator.ops_status import op_sessions, op_status
 from bot.operator.reply import Op, OpContext, Reply
@@ -29,6 +31,8 @@ OPS: dict[str, Op] = {
     "chat": op_chat,
     "send": op_send,
     "mcp.list": op_mcp_list,
+    "memory.search": op_memory_search,
+    "memory.rebuild": op_memory_rebuild,
 }
 
 

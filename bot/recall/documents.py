@@ -1,7 +1,8 @@
 """What the index holds, made from what Perch has: pure builders of `SearchDocument`s.
 
-- A memory file is cut into notes: a bullet with its continuation lines, or a paragraph;
-  under a heading, the heading goes in front (`(Family) Ada is my sister`); a long one is cut
+- A memory file is cut into notes: a bullet with its continuation lines (the bullet mark
+  left out), or a paragraph; under a heading (but a day's own), the heading goes in front
+  (`(Family) Ada is my sister`); a long one is cut
   at `MAX_NOTE_CHARS`. A note of a dated file (`memory/2026-05-01.md`) written by
   `memory_append` (`- 14:05 ...`) is dated to that minute, local time; others take the
   file's modification time. Each file is one group (replaced whole when it changes).
@@ -35,6 +36,7 @@ _BULLET = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,3}[.)])\s+")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _DATED = re.compile(r"(?:^|/)(\d{4})-(\d{2})-(\d{2})\.md$")
 _AT_MINUTE = re.compile(r"^\s{0,3}[-*+]\s+(\d{2}):(\d{2})\s")
+_DAY_HEADING = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def _digest(*parts: str) -> str:
@@ -61,14 +63,18 @@ def memory_notes(path: str, text: str, mtime: float) -> list[SearchDocument]:
         title = _HEADING.match(line)
         if title:
             close()
-            heading = title.group(1)
+            heading = "" if _DAY_HEADING.fullmatch(title.group(1)) else title.group(1)
             continue
         if not line.strip():
             close()
             continue
-        if _BULLET.match(line):
+        bullet = _BULLET.match(line)
+        if bullet:
             close()
             current_at = _note_time(day, line, mtime)
+            line = line[bullet.end() :]
+            if current_at != mtime:
+                line = line[5:]  # the time memory_append wrote: the note's date has it
         elif not current:
             current_at = mtime
         current.append(line.strip())
