@@ -1,6 +1,6 @@
 """What the index holds, made from what Perch has: pure builders of `SearchDocument`s.
 
-- A memory file is cut into notes: a bullet with its continuation lines (the bullet mark
+- A memory file (its template comments left out, as the prompt leaves them) is cut into notes: a bullet with its continuation lines (the bullet mark
   left out), or a paragraph; under a heading (but a day's own), the heading goes in front
   (`(Family) Ada is my sister`); a long one is cut
   at `MAX_NOTE_CHARS`. A note of a dated file (`memory/2026-05-01.md`) written by
@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from agents.model import Message
+from agents.persona_text import clean_persona
 from agents.recall import indexable_text
 from agents.skills.skill import Skill
 from bot.recall.visibility import OWNER, PUBLIC, scope_of
@@ -59,7 +60,7 @@ def memory_notes(path: str, text: str, mtime: float) -> list[SearchDocument]:
                 notes.append((prefix + body[start : start + MAX_NOTE_CHARS], current_at))
         current.clear()
 
-    for line in text.splitlines():
+    for line in clean_persona(text).splitlines():
         title = _HEADING.match(line)
         if title:
             close()
