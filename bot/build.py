@@ -175,7 +175,7 @@ def build(
         after_run=[upkeep.after_run, *([budget.after_run] if budget.enabled else [])],
         telemetry=telemetry,
         cache=cache,
-        recall=TurnRecall(agent.recall, index, owners, agent.timezone),
+        recall=TurnRecall(agent.recall, index, owners, agent.timezone, skills),
         index=index,
     )
     access = AccessControl(

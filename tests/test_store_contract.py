@@ -489,6 +489,11 @@ def refs(hits: list[SearchHit]) -> list[str]:
     return [h.document.ref for h in hits]
 
 
+def others(count: int) -> list[SearchDocument]:
+    """Documents about nothing asked (two words each): in a tiny index every word is common."""
+    return [doc(f"other{n}", f"pebble{n} gravel{n}") for n in range(count)]
+
+
 async def test_search_ranks_what_holds_the_words_and_finds_nothing_for_the_unrelated(
     store: Store,
 ) -> None:
@@ -496,16 +501,17 @@ async def test_search_ranks_what_holds_the_words_and_finds_nothing_for_the_unrel
         doc("bday", "Ada's birthday is on the 12th of May.", at=1.0),
         doc("cat", "Ada has a grey cat called Miso.", at=2.0),
         doc("work", "The quarterly report is due on Friday.", at=3.0),
+        *others(5),
     ])  # fmt: skip
     hits = await store.search(SearchQuery.of("When are Ada's birthdays?", scopes=None))
     assert refs(hits) == ["bday", "cat"]  # stemmed: birthdays finds birthday
     best, other = hits
-    assert best.score == 1.0 and 0 < other.score < best.score  # all the message asks, or part
+    assert best.score > 0.8 > 0.6 > other.score > 0  # all the message asks, or a part
     assert set(best.matched) == {"ada", "birthday"} and other.matched == ("ada",)
     assert best.document == doc("bday", "Ada's birthday is on the 12th of May.", at=1.0)
     assert await store.search(SearchQuery.of("a good pasta recipe?", scopes=None)) == []
     assert await store.search(SearchQuery.of("the and of is", scopes=None)) == []  # stop words
-    kept = await store.search(SearchQuery.of("Ada's birthday", scopes=None, min_score=0.9))
+    kept = await store.search(SearchQuery.of("Ada's birthday", scopes=None, min_score=0.7))
     assert refs(kept) == ["bday"]
 
 
@@ -513,9 +519,9 @@ async def test_a_score_is_the_share_of_the_messages_weight_a_document_holds(stor
     # same length each: BM25 of one term held once is its idf; the scale is both idfs
     await store.index_documents([
         doc("a", "lantern harbour"), doc("b", "lantern meadow"), doc("c", "orchard meadow"),
-        doc("d", "orchard valley"),
+        doc("d", "orchard valley"), *others(2),
     ])  # fmt: skip
-    idf_lantern = idf_orchard = math.log(1 + (4 - 2 + 0.5) / (2 + 0.5))
+    idf_lantern = idf_orchard = math.log(1 + (6 - 2 + 0.5) / (2 + 0.5))
     hits = await store.search(SearchQuery.of("lantern orchard", scopes=None))
     assert len(hits) == 4
     for hit in hits:
@@ -532,6 +538,7 @@ async def test_search_shows_only_the_scopes_sources_and_groups_asked_for(store: 
         doc("dm", "the boat trip is on Sunday", source="sessions", scope="dm:p", group="s1"),
         doc("grp", "boat club meets at noon", source="sessions", scope="group:g", group="s2"),
         doc("skill", "sailing: plan a boat trip", source="skills", scope="public"),
+        *others(8),
     ])  # fmt: skip
 
     async def found(**kw: Any) -> set[str]:
@@ -547,11 +554,11 @@ async def test_search_shows_only_the_scopes_sources_and_groups_asked_for(store: 
 
 
 async def test_the_same_source_and_ref_is_replaced_and_groups_go_together(store: Store) -> None:
-    await store.index_documents([doc("n1", "violin lessons on Tuesday", group="f")])
+    await store.index_documents([doc("n1", "violin lessons on Tuesday", group="f"), *others(4)])
     await store.index_documents([doc("n1", "cello lessons on Tuesday", group="f")])
     assert await store.search(SearchQuery.of("violin", scopes=None)) == []
     assert refs(await store.search(SearchQuery.of("cello", scopes=None))) == ["n1"]
-    assert await store.search_counts() == {"memory": 1}
+    assert await store.search_counts() == {"memory": 5}
     await store.replace_group(
         "memory",
         "f",
@@ -562,7 +569,7 @@ async def test_the_same_source_and_ref_is_replaced_and_groups_go_together(store:
     assert await store.search_stamps("memory") == {"f": "s1"}
     await store.replace_group("skills", "empty", [], "built")  # a stamp alone
     assert await store.search_stamps("skills") == {"empty": "built"}
-    assert await store.search_counts() == {"memory": 2}
+    assert await store.search_counts() == {"memory": 6}
     assert await store.remove_group("memory", "f") == 2
     assert await store.search_stamps("memory") == {}
     assert await store.search(SearchQuery.of("piano", scopes=None)) == []
@@ -575,7 +582,7 @@ async def test_counts_follow_every_change_so_scores_stay_right(store: Store) -> 
     await store.clear_search("memory")
     assert await store.search_counts() == {}
     assert await store.search_stamps("memory") == {}
-    await store.index_documents([doc("a", "quartz basalt"), doc("b", "basalt shale")])
+    await store.index_documents([doc("a", "quartz basalt"), doc("b", "basalt shale"), *others(3)])
     (hit,) = await store.search(SearchQuery.of("quartz granite", scopes=None))
     assert hit.document.ref == "a" and hit.score == 1.0  # granite is held by none now
     await store.index_documents([doc("s", "quartz", source="skills", scope="public")])

@@ -86,7 +86,7 @@ async def _run(config: Config, store: Store, key: SessionKey, text: str) -> Repl
         tools = build_tools(config, skills=skills, index=index)
         listed = skills if "read_skill" in tools else None  # as the daemon does (bot/build.py)
         prompts = PromptBuilder(config.workspace, skills=listed)
-        recall = TurnRecall(config.agent.recall, index, {}, config.agent.timezone)
+        recall = TurnRecall(config.agent.recall, index, {}, config.agent.timezone, skills)
         runner = TurnRunner(config, store, loop, prompts, tools, {}, recall=recall, index=index)
         inbound = Inbound(
             chat=ChatRef("", "", "dm", str(key)),

@@ -1,8 +1,12 @@
 """The search index kept current: `SearchIndex` over the store's `Search` role.
 
-- memory files: `refresh()` (each turn, each search) compares every file's stamp with the one
-  it was indexed with (`memory_stamps`: one lstat each) and indexes a changed file again,
-  whole, in one transaction; a file gone is forgotten;
+- memory files: `refresh()` (each turn, each search) compares files' stamps with the ones
+  they were indexed with and indexes a changed file again, whole, in one transaction; a file
+  gone is forgotten. Every file is looked at (one lstat each) when `memory/` itself changed
+  (a file added, removed or replaced: what `write_file` and `edit_file` do), or `RESCAN_S`
+  after the last look; in between, `MEMORY.md` and the `RECENT` newest files, where
+  `memory_append` writes. So a turn costs a few lstats however many days of notes there are,
+  and an append to an old file by other means (exec) counts within `RESCAN_S`;
 - skills: when the catalog's generation moves, the usable skills are indexed again if their
   stamp (a digest of their text) changed;
 - conversations: `index_run` right after a run is saved (a chat turn's, a sub-agent's; the
@@ -39,7 +43,14 @@ from bot.recall.documents import (
     skill_documents,
     summary_document,
 )
-from bot.recall.memory_files import memory_stamps, read_memory
+from bot.recall.memory_files import (
+    MEMORY_FILE,
+    MemoryFile,
+    folder_stamp,
+    memory_stamps,
+    read_memory,
+    some_stamps,
+)
 from bot.recall.visibility import Owners, describe, scope_of, visible_scopes
 from bot.sessions import SessionKey
 from bot.store.roles import Copying, Search
@@ -52,6 +63,8 @@ log = logging.getLogger(__name__)
 BUILT = ":built"  # the stamp-only group of `sessions`: conversations indexed from the store
 BATCH = 500
 TOOL_MIN_SCORE = 0.15  # what memory_search and skill_search show (the model asked)
+RESCAN_S = 30.0  # every memory file is looked at again after this
+RECENT = 3  # the newest memory files looked at on every turn
 
 
 class IndexStore(Search, Copying, Protocol):
@@ -74,6 +87,9 @@ class SearchIndex:
         self.owners: Owners = owners or {}
         self.clock = clock
         self._memory: dict[str, str] | None = None  # path -> stamp as indexed
+        self._files: dict[str, MemoryFile] = {}  # as last looked at
+        self._folder = ""  # memory/'s stamp at the last full look
+        self._looked = float("-inf")  # when (time.monotonic)
         self._skills_generation = -1
         self._syncing = asyncio.Lock()
 
@@ -91,7 +107,8 @@ class SearchIndex:
     async def _sync_memory(self, force: bool = False) -> None:
         if self._memory is None or force:
             self._memory = {} if force else await self.store.search_stamps("memory")
-        files = memory_stamps(self.workspace)
+            self._looked = float("-inf")
+        files = self._look()
         for path, file in files.items():
             if self._memory.get(path) == file.stamp:
                 continue
@@ -102,6 +119,24 @@ class SearchIndex:
         for path in [p for p in self._memory if p not in files]:
             await self.store.remove_group("memory", path)
             del self._memory[path]
+
+    def _look(self) -> dict[str, MemoryFile]:
+        """The memory files now: all of them, or the few that change between full looks."""
+        folder = folder_stamp(self.workspace)
+        now = time.monotonic()
+        if folder != self._folder or now - self._looked >= RESCAN_S:
+            self._files = memory_stamps(self.workspace)
+            self._folder, self._looked = folder, now
+            return self._files
+        newest = sorted(self._files.values(), key=lambda f: f.mtime, reverse=True)[:RECENT]
+        for path, file in some_stamps(
+            self.workspace, [MEMORY_FILE, *(f.path for f in newest)]
+        ).items():
+            if file is None:
+                self._files.pop(path, None)
+            else:
+                self._files[path] = file
+        return self._files
 
     async def _sync_skills(self, force: bool = False) -> None:
         if self.skills is None:

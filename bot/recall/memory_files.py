@@ -1,8 +1,9 @@
 """The memory files as the index sees them: what there is, each file's stamp, its text.
 
 `memory_stamps(workspace)` looks at `MEMORY.md` and `memory/*.md` through the one opener
-(`agents.workspace_files`): one `lstat` each, nothing read, so a turn can ask every time
-which files changed. A file's stamp is its inode, modification time (ns) and size; a symlink,
+(`agents.workspace_files`): one `lstat` each, nothing read; `some_stamps` looks at a few
+named ones, `folder_stamp` at `memory/` itself (a file added, removed or replaced by a
+rename moves it). A file's stamp is its inode, modification time (ns) and size; a symlink,
 a file with several hard links (it could be any file of the daemon's user) or anything but
 a regular file is left out, as the memory tools leave it. `read_memory` reads one the same
 way, at most `MAX_FILE_BYTES`.
@@ -70,6 +71,38 @@ def memory_stamps(workspace: Path) -> dict[str, MemoryFile]:
                     each = _file(f"{MEMORY_DIR}/{entry.name}", entry.stat(follow_symlinks=False))
                     if each is not None:
                         found[each.path] = each
+    return found
+
+
+def folder_stamp(workspace: Path) -> str:
+    """The stamp of `memory/` itself ("" when it is missing or not a folder)."""
+    try:
+        with workspace_root(workspace) as root:
+            st = os.stat(MEMORY_DIR, dir_fd=root, follow_symlinks=False)
+    except OSError:
+        return ""
+    return f"{st.st_ino}:{st.st_mtime_ns}" if stat.S_ISDIR(st.st_mode) else ""
+
+
+def some_stamps(workspace: Path, paths: list[str]) -> dict[str, MemoryFile | None]:
+    """The files of `paths` (shown paths) as they are now; None for one gone or refused."""
+    found: dict[str, MemoryFile | None] = dict.fromkeys(paths)
+    try:
+        with workspace_root(workspace) as root:
+            for path in paths:
+                folder, _, name = path.rpartition("/")
+                with contextlib.suppress(OSError):
+                    if folder:
+                        fd = open_dir(root, (folder,))
+                        try:
+                            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                        finally:
+                            os.close(fd)
+                    else:
+                        st = os.stat(name, dir_fd=root, follow_symlinks=False)
+                    found[path] = _file(path, st)
+    except OSError:
+        pass
     return found
 
 

@@ -2,8 +2,9 @@
 
 `TurnRecall.blocks(key, session_id, text, history)` runs before a chat turn's model call:
 a query of the new message's words, with the last few turns' words as context
-(`SearchQuery.of`), over the sources `agent.recall.sources` names, in the scopes this chat
-may see (`bot/recall/visibility.py`), leaving out this session (its history is in the
+(`SearchQuery.of`), over the sources `agent.recall.sources` names (skills only while the
+catalog is in search mode: otherwise the prompt lists them all already), in the scopes this
+chat may see (`bot/recall/visibility.py`), leaving out this session (its history is in the
 request already). Only documents scoring at least `agent.recall.min_score` come back, so an
 off-topic message recalls nothing; the best `max_snippets`, cut around their matching
 words, within `max_tokens`, become one `<recalled_context>` block (`agents.recall`).
@@ -25,6 +26,7 @@ import logging
 
 from agents.model import Message, TextBlock
 from agents.recall import indexable_text, recall_block
+from agents.skills.catalog import SkillCatalog
 from bot.config.agent import RecallConfig
 from bot.recall.index import SearchIndex, recalled
 from bot.recall.visibility import Owners, visible_scopes
@@ -38,12 +40,18 @@ CONTEXT_MESSAGES = 4  # the last turns' messages whose words add context to the 
 
 class TurnRecall:
     def __init__(
-        self, config: RecallConfig, index: SearchIndex, owners: Owners, timezone: str = "UTC"
+        self,
+        config: RecallConfig,
+        index: SearchIndex,
+        owners: Owners,
+        timezone: str = "UTC",
+        skills: SkillCatalog | None = None,
     ) -> None:
         self.config = config
         self.index = index
         self.owners = owners
         self.timezone = timezone
+        self.skills = skills  # the listed skills are not recalled again
 
     async def blocks(
         self, key: SessionKey, session_id: str, text: str, history: list[Message]
@@ -54,10 +62,11 @@ class TurnRecall:
         if not cfg.enabled or key.root.kind not in ("dm", "group") or not text.strip():
             return []
         recent = [indexable_text(m) for m in history[-CONTEXT_MESSAGES:]]
+        listed = self.skills is None or not self.skills.search_mode()
         query = SearchQuery.of(
             text,
             "\n".join(recent),
-            sources=tuple(cfg.sources),
+            sources=tuple(s for s in cfg.sources if s != "skills" or not listed),
             scopes=visible_scopes(key, self.owners),
             exclude_groups=(session_id,),
             limit=cfg.max_snippets,

@@ -33,7 +33,7 @@ SOURCES: tuple[SearchSource, ...] = ("memory", "sessions", "skills")
 K1 = 1.2
 B = 0.75
 CANDIDATES = 48  # documents each backend ranks by its own measure before `score`
-POSTINGS_BUDGET = 1_500  # candidates come from the rarest terms holding this many at most
+POSTINGS_BUDGET = 5_000  # candidates come from the rarest terms holding this many at most
 MAX_QUERY_TERMS = 32
 MAX_DOC_CHARS = 8_000  # of a document's text is indexed and kept
 
@@ -120,12 +120,17 @@ class IndexStats:
         n = self.holding.get(term, 0)
         return math.log(1 + (self.documents - n + 0.5) / (n + 0.5))
 
+    def informative(self, term: str) -> bool:
+        """Held by some documents, and by at most half of them."""
+        n = self.holding.get(term, 0)
+        return n > 0 and 2 * n <= self.documents
+
 
 def retrieval_terms(query: SearchQuery, stats: IndexStats) -> list[str]:
     """The main terms whose documents are ranked: the rarest first, while the documents holding
     them stay within `POSTINGS_BUDGET` (a term held by more is as common as a stop word in
     this index: it fetches nothing, though it counts in the score of what rarer ones fetch)."""
-    known = sorted((stats.holding.get(t, 0), t) for t in query.terms if stats.holding.get(t))
+    known = sorted((stats.holding[t], t) for t in query.terms if stats.informative(t))
     chosen: list[str] = []
     postings = 0
     for holding, term in known:
@@ -141,7 +146,7 @@ def score(
 ) -> tuple[float, tuple[str, ...]]:
     """A document's normalised score (see the module's docstring) from its terms, and the
     query's terms it holds."""
-    scale = sum(w * stats.idf(t) for t, w in query.terms.items() if stats.holding.get(t))
+    scale = sum(w * stats.idf(t) for t, w in query.terms.items() if stats.informative(t))
     if scale <= 0:
         return 0.0, ()
     counts = Counter(terms)
@@ -151,7 +156,7 @@ def score(
     for weights in (query.terms, query.context):
         for term, weight in weights.items():
             tf = counts.get(term, 0)
-            if tf:
+            if tf and stats.informative(term):
                 matched.append(term)
                 total += weight * stats.idf(term) * tf * (K1 + 1) / (tf + norm)
     return min(total / scale, 1.0), tuple(matched)

@@ -9,11 +9,17 @@ words and one-character words left out, then stemmed with Snowball's English ste
 (PyStemmer), so "birthdays" finds "birthday". Text without spaces between words (Chinese,
 Japanese) stays one term per run, as FTS5's own tokenizer would leave it.
 `snippet(text, terms, limit)` cuts a long text around its first matching word.
+
+What the full-text index holds of a document (`indexed_tokens`) is its terms twice: as they
+are (the operator's search over everything) and each behind its scope's prefix (`s` and 10
+hex digits of the scope's MD5, which PostgreSQL computes the same way), so a chat's search
+reads only the postings of the scopes it may see, however many other chats there are.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 import sys
 import unicodedata
@@ -90,3 +96,14 @@ def snippet(text: str, terms: Collection[str], limit: int) -> str:
         cut = body.rfind(" ", room // 2)
         body = (body[:cut] if cut > 0 else body[:-1]) + "…"
     return head + body
+
+
+def scope_prefix(scope: str) -> str:
+    """The prefix of a scope's tokens (PostgreSQL: `'s' || left(md5(scope), 10)`)."""
+    return "s" + hashlib.md5(scope.encode(), usedforsecurity=False).hexdigest()[:10]
+
+
+def indexed_tokens(terms: list[str], scope: str) -> str:
+    """The terms as the full-text index holds them: plain, then behind the scope's prefix."""
+    prefix = scope_prefix(scope)
+    return " ".join([*terms, *(prefix + t for t in terms)])

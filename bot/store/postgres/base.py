@@ -179,7 +179,9 @@ MIGRATIONS: list[str] = [
         terms TEXT NOT NULL,
         length INTEGER NOT NULL,
         at DOUBLE PRECISION NOT NULL,
-        tsv TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', terms)) STORED,
+        -- the terms, and each behind its scope's prefix (bot/store/search_text.py)
+        tsv TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', terms || ' ' || regexp_replace(
+            terms, '(\\S+)', 's' || left(md5(scope), 10) || '\\1', 'g'))) STORED,
         UNIQUE (source, ref)
     );
     CREATE INDEX search_docs_terms ON search_docs USING gin (tsv);

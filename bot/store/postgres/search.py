@@ -1,12 +1,11 @@
 """PostgreSQL: the search index (part of `PostgresStore`), on full-text search.
 
 `search_docs` holds the documents with their terms (`bot/store/search_text.py`) and a
-generated `tsvector` of them (the `simple` configuration: the terms are stemmed already)
-under a GIN index; `search_terms` counts the documents holding each term and
+generated `tsvector` of them (the `simple` configuration: the terms are stemmed already;
+each also behind its scope's prefix, `indexed_tokens`) under a GIN index; `search_terms` counts the documents holding each term and
 `search_totals` the documents and their length, which `score` needs and `ts_rank_cd` does
-not use. Every change takes its locks in one order (documents, then terms by name, then the
-totals), so instances indexing at once wait for each other instead of deadlocking; two of
-them adding the same (source, ref) at once is retried. A search reads the counts of the
+not use. Every change holds the index's advisory lock for its transaction, so instances
+indexing at once take turns: a document two of them add at once is replaced, not doubled. A search reads the counts of the
 query's terms, then the candidates by `ts_rank_cd` among the visible documents (the rarest
 terms only, `retrieval_terms`), scored by `bot.store.search_rows.score`.
 """
@@ -30,9 +29,10 @@ from bot.store.search_rows import (
     ranked,
     retrieval_terms,
 )
+from bot.store.search_text import scope_prefix
 
 T = TypeVar("T")
-RETRIES = 3
+SEARCH_LOCK = 0x70657265  # advisory lock key of the index's writes ("pere")
 _FORGET = "DELETE FROM search_docs WHERE {where} RETURNING terms, length"
 
 
@@ -105,17 +105,13 @@ async def _count(conn: asyncpg.Connection, held: Counter[str], docs: int, length
 
 
 class PostgresSearch(PostgresBase):
-    async def _retried(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-        """`work` in a transaction, again if another instance added the same document
-        between our delete and our insert."""
-        for attempt in range(RETRIES):
-            try:
-                async with self._pool.acquire() as conn, conn.transaction():
-                    return await work(conn)
-            except (asyncpg.UniqueViolationError, asyncpg.DeadlockDetectedError):
-                if attempt == RETRIES - 1:
-                    raise
-        raise AssertionError("unreachable")
+    async def _locked(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """`work` in a transaction holding the index's write lock: instances write the index
+        one at a time (each write is short), so the same document added by two of them at
+        once is replaced, never doubled, and the counts never deadlock."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", SEARCH_LOCK)
+            return await work(conn)
 
     async def index_documents(self, documents: Sequence[SearchDocument]) -> None:
         if not documents:
@@ -126,7 +122,7 @@ class PostgresSearch(PostgresBase):
         async def index(conn: asyncpg.Connection) -> None:
             await _count(conn, *await _add(conn, prepared))
 
-        await self._retried(index)
+        await self._locked(index)
 
     async def replace_group(
         self, source: SearchSource, group: str, documents: Sequence[SearchDocument], stamp: str
@@ -147,7 +143,7 @@ class PostgresSearch(PostgresBase):
                 stamp,
             )
 
-        await self._retried(replace)
+        await self._locked(replace)
 
     async def remove_group(self, source: SearchSource, group: str) -> int:
         async def remove(conn: asyncpg.Connection) -> int:
@@ -159,7 +155,7 @@ class PostgresSearch(PostgresBase):
             )
             return docs
 
-        return await self._retried(remove)
+        return await self._locked(remove)
 
     async def search_stamps(self, source: SearchSource) -> dict[str, str]:
         rows = await self._pool.fetch(
@@ -185,7 +181,9 @@ class PostgresSearch(PostgresBase):
             if not fetching or query.scopes == () or not query.sources:
                 return []
             where = ["tsv @@ q", "source = ANY($2::text[])"]
-            params: list[Any] = [" | ".join(f"'{t}'" for t in fetching), list(query.sources)]
+            prefixes = [""] if query.scopes is None else [scope_prefix(s) for s in query.scopes]
+            tokens = [p + t for p in prefixes for t in fetching]
+            params: list[Any] = [" | ".join(f"'{t}'" for t in tokens), list(query.sources)]
             if query.scopes is not None:
                 params.append(list(query.scopes))
                 where.append(f"scope = ANY(${len(params)}::text[])")
@@ -212,7 +210,7 @@ class PostgresSearch(PostgresBase):
             await _count(conn, Counter({t: -n for t, n in held.items()}), -docs, -length)
             await conn.execute("DELETE FROM search_groups WHERE source = $1", source)
 
-        await self._retried(clear)
+        await self._locked(clear)
 
     async def search_counts(self) -> dict[str, int]:
         rows = await self._pool.fetch("SELECT source, count(*) FROM search_docs GROUP BY source")

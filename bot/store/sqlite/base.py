@@ -176,7 +176,7 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX search_docs_by_group ON search_docs(source, grp);
     CREATE VIRTUAL TABLE search_fts USING fts5(
-        terms, content='search_docs', content_rowid='id', tokenize='unicode61 remove_diacritics 0'
+        tokens, content='', tokenize='unicode61 remove_diacritics 0'
     );
     CREATE TABLE search_terms (term TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID;
     CREATE TABLE search_totals (

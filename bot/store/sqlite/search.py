@@ -1,13 +1,13 @@
 """SQLite: the search index (part of `SQLiteStore`), on FTS5.
 
 `search_docs` holds the documents with their terms (`bot/store/search_text.py`);
-`search_fts` is an FTS5 index over those terms (external content, a plain `unicode61`
-tokenizer: the terms are stemmed already), kept in step by this module in the same
-transaction as each change; `search_terms` counts the documents holding each term and
+`search_fts` is a contentless FTS5 index of their `indexed_tokens` (a plain `unicode61`
+tokenizer: the terms are stemmed already; each also behind its scope's prefix), kept in step
+by this module in the same transaction as each change; `search_terms` counts the documents holding each term and
 `search_totals` the documents and their length, which `score` needs and FTS5 would only
 give by reading whole posting lists. A search is one hand-off to the database thread: the
 counts of the query's terms, then the candidates by `bm25()` among the visible documents
-(the rarest terms only, `retrieval_terms`), scored by `bot.store.search_rows.score`.
+(the rarest terms only, `retrieval_terms`, behind the prefixes of the scopes asked for), scored by `bot.store.search_rows.score`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from bot.store.search_rows import (
     ranked,
     retrieval_terms,
 )
+from bot.store.search_text import indexed_tokens, scope_prefix
 from bot.store.sqlite.base import SQLiteBase
 
 _COLUMNS = "d.source, d.ref, d.grp, d.scope, d.title, d.text, d.at, d.terms"
@@ -39,18 +40,20 @@ def _marks(values: Sequence[Any]) -> str:
 def _forget(db: sqlite3.Connection, where: str, params: Sequence[Any], held: Counter[str]) -> int:
     """Remove the documents `where` picks from the table, FTS5 and the totals; their terms'
     counts go down in `held`."""
-    rows = db.execute(f"SELECT id, terms, length FROM search_docs WHERE {where}", params).fetchall()
+    rows = db.execute(
+        f"SELECT id, terms, length, scope FROM search_docs WHERE {where}", params
+    ).fetchall()
     if not rows:
         return 0
-    db.executemany(
-        "INSERT INTO search_fts (search_fts, rowid, terms) VALUES ('delete', ?, ?)",
-        [(i, terms) for i, terms, _ in rows],
+    db.executemany(  # a contentless index forgets a row given what it indexed
+        "INSERT INTO search_fts (search_fts, rowid, tokens) VALUES ('delete', ?, ?)",
+        [(i, indexed_tokens(terms.split(), scope)) for i, terms, _, scope in rows],
     )
-    db.executemany("DELETE FROM search_docs WHERE id = ?", [(i,) for i, _, _ in rows])
-    length = sum(n for _, _, n in rows)
+    db.executemany("DELETE FROM search_docs WHERE id = ?", [(r[0],) for r in rows])
+    length = sum(r[2] for r in rows)
     db.execute("UPDATE search_totals SET docs = docs - ?, length = length - ?", (len(rows), length))
-    for _, terms, _ in rows:
-        held.subtract(set(terms.split()))
+    for row in rows:
+        held.subtract(set(row[1].split()))
     return len(rows)
 
 
@@ -69,7 +72,8 @@ def _add(db: sqlite3.Connection, documents: Prepared, held: Counter[str]) -> Non
              joined, len(terms), doc.at),
         )  # fmt: skip
         db.execute(
-            "INSERT INTO search_fts (rowid, terms) VALUES (?, ?)", (cursor.lastrowid, joined)
+            "INSERT INTO search_fts (rowid, tokens) VALUES (?, ?)",
+            (cursor.lastrowid, indexed_tokens(terms, doc.scope)),
         )
         held.update(set(terms))
         length += len(terms)
@@ -105,7 +109,9 @@ def _candidates(db: sqlite3.Connection, query: SearchQuery) -> tuple[IndexStats,
     if not fetching or query.scopes == () or not query.sources:
         return stats, []
     where = [f"d.source IN ({_marks(query.sources)})"]
-    params: list[Any] = [" OR ".join(f'"{t}"' for t in fetching), *query.sources]
+    prefixes = [""] if query.scopes is None else [scope_prefix(s) for s in query.scopes]
+    tokens = [p + t for p in prefixes for t in fetching]
+    params: list[Any] = [" OR ".join(f'"{t}"' for t in tokens), *query.sources]
     if query.scopes is not None:
         where.append(f"d.scope IN ({_marks(query.scopes)})")
         params += query.scopes
