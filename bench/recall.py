@@ -4,11 +4,13 @@ A workspace with 10,000 memory notes (200 daily files of 50) and a store with 10
 messages (1,000 DM sessions of 100), in text drawn from a 30,000-word vocabulary with
 Zipf's law (as words are in chats), indexed once (`SearchIndex.ensure_built` and
 `refresh`: the time is reported). Then each turn does what `TurnRunner` does around its
-model call: the recall (`TurnRecall.blocks`: the memory files' stamps, the skills, the
-query, the visible candidates, the scores, the block) and, after the save, `index_run` of
-the user's message and the answer. Messages are 6 to 25 words from the same law, so most
-share only common words with the index and some share rare ones. Figures: wall time and
-CPU time per turn (median and p95 of `--turns`), and how many turns recalled something.
+model call: the recall (`TurnRecall.blocks`: the memory files' stamps, the query, the
+visible candidates, the scores, the block) and, after the save, `index_run` of the user's
+message and the answer, in a new session of one of the stored people (as after /new, so
+their earlier conversation is theirs to recall). Every other message is related (five words
+of one of that person's stored messages), the others unrelated (6 to 25 words from the same
+law). Figures: wall time and CPU time per turn (median and p95 of `--turns`), and how many
+related and unrelated turns recalled something.
 `--postgresql` runs the same against a throwaway PostgreSQL server (its binaries needed).
 
     .venv/bin/python -m bench.recall [--turns 300] [--notes 10000] [--messages 100000]
@@ -73,21 +75,26 @@ def write_notes(workspace: Path, words: Words, notes: int) -> None:
         )
 
 
-async def store_messages(store: Store, words: Words, messages: int) -> list[tuple[SessionKey, str]]:
-    sessions = []
+Person = tuple[SessionKey, str, list[str]]  # key, session id, what was said there
+
+
+async def store_messages(store: Store, words: Words, messages: int) -> list[Person]:
+    sessions: list[Person] = []
     rows = []
     now = time.time() - 86_400 * 30
     for n in range(SESSIONS):
         key = SessionKey.dm("main", "telegram", "default", str(10_000 + n))
         session_id = uuid.uuid4().hex
-        sessions.append((key, session_id))
+        sessions.append((key, session_id, []))
         rows.append((session_id, str(key), False, now, now, "", 0, "", 0, 0, 0, 0, 0.0, 0, ""))
     await store.load("sessions", rows)
     batch = []
     for n in range(messages):
-        key, session_id = sessions[n % SESSIONS]
+        key, session_id, said = sessions[n % SESSIONS]
         role = "user" if n // SESSIONS % 2 == 0 else "assistant"
-        message: Message = {"role": role, "content": [{"type": "text", "text": words.text(4, 40)}]}
+        text = words.text(4, 40)
+        said.append(text)
+        message: Message = {"role": role, "content": [{"type": "text", "text": text}]}
         batch.append((n + 1, session_id, *encode_message(message), "", now + n))
         if len(batch) == 5_000:
             await store.load("messages", batch)
@@ -110,10 +117,16 @@ async def measure(report: Report, store: Store, root: Path, args: object, label:
     await index.ensure_built()
     report.add(f"{label}: build the index (notes and messages)", time.perf_counter() - began, "s")
     recall = TurnRecall(RecallConfig(), index, {})
-    walls, cpus, found = [], [], 0
+    walls, cpus, found = [], [], {True: 0, False: 0}
     for turn in range(args.turns):  # type: ignore[attr-defined]
-        key, session_id = sessions[turn % len(sessions)]
-        text = words.text(6, 25)
+        key, _, said = sessions[rng.randrange(len(sessions))]
+        session_id = uuid.uuid4().hex  # a new session of theirs
+        related = turn % 2 == 0
+        if related:
+            earlier = rng.choice(said).rstrip(".").split()
+            text = " ".join(rng.sample(earlier, min(5, len(earlier)))) + "?"
+        else:
+            text = words.text(6, 25)
         history: list[Message] = [
             {"role": "user", "content": [{"type": "text", "text": words.text(4, 20)}]}
         ]
@@ -127,7 +140,7 @@ async def measure(report: Report, store: Store, root: Path, args: object, label:
         await index.index_run(key, session_id, [user, answer])
         walls.append((time.perf_counter() - wall) * 1e3)
         cpus.append((time.process_time() - cpu) * 1e3)
-        found += bool(blocks)
+        found[related] += bool(blocks)
     report.add(
         f"{label}: per turn, recall + indexing the run, median",
         statistics.median(walls),
@@ -136,7 +149,9 @@ async def measure(report: Report, store: Store, root: Path, args: object, label:
     )
     report.add(f"{label}: per turn, p95", percentile(walls, 95), "ms")
     report.add(f"{label}: per turn, CPU (all threads), median", statistics.median(cpus), "ms")
-    report.add(f"{label}: turns that recalled something", 100 * found / len(walls), "%")
+    half = len(walls) / 2
+    report.add(f"{label}: related turns that recalled something", 100 * found[True] / half, "%")
+    report.add(f"{label}: unrelated turns that recalled something", 100 * found[False] / half, "%")
 
 
 async def run(args: object) -> None:

@@ -161,3 +161,39 @@ async def test_recall_writes_nothing_of_the_stable_prefix_and_costs_one_turn_lat
     turn = tokens_through_mark(asked, 3) - tokens_through_mark(asked, 2)
     assert uses[2].read == uses[1].read  # read up to where the recall turn began ...
     assert 0 < uses[2].write <= turn  # ... and that turn written once more, nothing else
+
+
+async def test_memory_search_is_ranked_dated_and_sees_what_the_chat_may(
+    fake: FakeAnthropic, tmp_path: Path
+) -> None:
+    def answer(body: dict[str, Any]) -> Reply:
+        if body["messages"][-1]["content"][0].get("type") == "tool_result":
+            return Reply.text("done")
+        return Reply.tool_use([("memory_search", {"query": "passport renewal"})])
+
+    async with ChatReplay(fake, tmp_path, OWNERS) as chat:
+        memory = chat.workspace / "memory"
+        memory.mkdir(exist_ok=True)
+        (memory / "2026-03-02.md").write_text(
+            "# 2026-03-02\n\n- 08:30 Passport renewal form is in the blue folder\n"
+            + "".join(f"- 09:{n:02d} unrelated chore {n} pebble{n}\n" for n in range(8))
+        )
+        fake.default = lambda body: Reply.text("ok")
+        await say(chat, dm("777"), "My passport renewal appointment is on 3 June.")
+        await new_session(chat, dm("777"))
+        fake.default = answer
+        asked = len(fake.requests)
+        await say(chat, dm(OWNER), "find it")
+        await say(chat, dm("777"), "find it")
+        await say(chat, group("-100"), "find it", sender="777")
+    results = [
+        body["messages"][-1]["content"][0]["content"]
+        for body in fake.requests[asked:]
+        if body["messages"][-1]["content"][0].get("type") == "tool_result"
+    ]
+    owner, person, in_group = results
+    assert owner.startswith("1. [memory/2026-03-02.md, 2026-03-02 08:30] Passport renewal form")
+    assert "appointment" not in owner  # another person's DM
+    assert person.startswith("1. [this chat, earlier, they said, ") and "3 June" in person
+    assert "blue folder" not in person  # the owner's notes
+    assert in_group.startswith("Nothing in memory matches")

@@ -80,8 +80,10 @@ class SearchIndex:
         owners: Owners | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        rescan_s: float = RESCAN_S,
     ) -> None:
         self.store = store
+        self.rescan_s = rescan_s  # every memory file is looked at again after this
         self.workspace = workspace
         self.skills = skills
         self.owners: Owners = owners or {}
@@ -124,7 +126,7 @@ class SearchIndex:
         """The memory files now: all of them, or the few that change between full looks."""
         folder = folder_stamp(self.workspace)
         now = time.monotonic()
-        if folder != self._folder or now - self._looked >= RESCAN_S:
+        if folder != self._folder or now - self._looked >= self.rescan_s:
             self._files = memory_stamps(self.workspace)
             self._folder, self._looked = folder, now
             return self._files
