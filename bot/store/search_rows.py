@@ -35,6 +35,7 @@ B = 0.75
 CANDIDATES = 48  # documents each backend ranks by its own measure before `score`
 POSTINGS_BUDGET = 5_000  # candidates come from the rarest terms holding this many at most
 MAX_QUERY_TERMS = 32
+MAX_QUERY_CHARS = 4_000  # of a message (its end) and of its context make the query
 MAX_DOC_CHARS = 8_000  # of a document's text is indexed and kept
 
 
@@ -86,9 +87,10 @@ class SearchQuery:
         min_score: float = 0.0,
     ) -> SearchQuery:
         """A query for `text`, with `context` (the last turns) at `context_weight`."""
-        main = dict.fromkeys(terms_of(text)[: MAX_QUERY_TERMS * 4], 1.0)
-        main = dict(list(main.items())[:MAX_QUERY_TERMS])
-        extra = {t: context_weight for t in terms_of(context) if t not in main}
+        # the last words: a question follows what it quotes (a group's recent messages, a file)
+        main = dict.fromkeys(terms_of(text[-MAX_QUERY_CHARS:])[-MAX_QUERY_TERMS * 4 :], 1.0)
+        main = dict(list(main.items())[-MAX_QUERY_TERMS:])
+        extra = {t: context_weight for t in terms_of(context[-MAX_QUERY_CHARS:]) if t not in main}
         extra = dict(list(extra.items())[: MAX_QUERY_TERMS - len(main)])
         return cls(main, extra, sources, scopes, exclude_groups, limit, min_score)
 

@@ -56,7 +56,7 @@ def _marks() -> dict[int, None]:
 
 def fold(text: str) -> str:
     """Case-folded, compatibility-decomposed, accents removed."""
-    folded = unicodedata.normalize("NFKD", text.casefold())
+    folded = unicodedata.normalize("NFKD", text).casefold()
     return folded if folded.isascii() else folded.translate(_marks())
 
 
