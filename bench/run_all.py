@@ -2,7 +2,8 @@
 
 `python -m bench.run_all` (what `make bench` runs) runs `bench.overhead`, `bench.throughput`,
 `bench.group_flood`, `bench.memory`, `bench.sqlite`, `bench.text`, `bench.sessions`,
-`bench.history`, `bench.botapi`, `bench.skills` and `bench.cache_replay` one after the other,
+`bench.history`, `bench.botapi`, `bench.skills`, `bench.cache_replay` and `bench.recall` one after
+the other,
 collects their figures through `--json`, and ends with a Markdown table of every figure and target, ready
 to paste into bench/README.md. It fails (exit 1) when a benchmark fails, not when a target
 is missed: the table says that.
@@ -34,6 +35,7 @@ BENCHMARKS = [
     "botapi",
     "skills",
     "cache_replay",
+    "recall",
 ]
 TIMEOUT_S = 300
 

@@ -47,8 +47,10 @@ from bot.notices import OwnerLine
 from bot.observe.server import MetricsServer
 from bot.observe.telemetry import Telemetry, build_telemetry
 from bot.operator.control_server import ControlServer, DaemonControl
-from bot.owner import policies
+from bot.owner import owner_ids, policies
 from bot.process.status import DaemonStatus, StatusSource
+from bot.recall.index import SearchIndex
+from bot.recall.turn_recall import TurnRecall
 from bot.recovery import InboxRecovery
 from bot.store.roles import Store
 from bot.subagent_host import ChildSessions, LaneAnnouncer, subagent_limits
@@ -87,6 +89,7 @@ class Parts:
     telemetry: Telemetry
     metrics: MetricsServer | None  # GET /metrics, when metrics.enabled
     web: WebServer | None  # the dashboard, when web.enabled
+    index: SearchIndex  # memory notes, conversations and skills, searched by recall and tools
 
 
 def build(
@@ -112,6 +115,8 @@ def build(
         observer=telemetry.observer,
     )
     skills = skill_catalog(config)  # read by the prompt, read_skill and exec alike
+    owners = owner_ids(config, channels)  # whose DMs see the memory files
+    index = SearchIndex(store, config.workspace, skills, owners, clock=clock)
     models = ModelChoices(store, config)
     owner = OwnerLine(config, channels)
     budget = Budget(agent.budget, store, owner.tell)
@@ -123,7 +128,11 @@ def build(
     mcp = McpHost(config, telemetry.mcp_headers)
     messenger = ChatMessenger(config, store, channels, telemetry)
     base_tools = build_tools(
-        config, [MessageTool(messenger), CronTool(cron), *media.tools()], mcp.providers(), skills
+        config,
+        [MessageTool(messenger), CronTool(cron), *media.tools()],
+        mcp.providers(),
+        skills,
+        index,
     )
     # The skills are listed in the prompt only where read_skill is on the belt (agent.tools).
     prompts = PromptBuilder(
@@ -133,7 +142,7 @@ def build(
     subagents = SubagentRunner(
         loop,
         prompts,
-        ChildSessions(store),
+        ChildSessions(store, index),
         announcer,
         tools=base_tools,
         agent_id=agent.id,
@@ -170,6 +179,8 @@ def build(
         after_run=[upkeep.after_run, *([budget.after_run] if budget.enabled else [])],
         telemetry=telemetry,
         cache=cache,
+        recall=TurnRecall(agent.recall, index, owners, agent.timezone, skills),
+        index=index,
     )
     access = AccessControl(
         store, policies(config, list(config.channels.all())), owner.pairing_request
@@ -239,4 +250,5 @@ def build(
         telemetry=telemetry,
         metrics=metrics,
         web=web,
+        index=index,
     )

@@ -61,6 +61,7 @@ class Daemon:
         self.stopping = asyncio.Event()
         self._status_task: asyncio.Task[None] | None = None
         self._warm_task: asyncio.Task[None] | None = None
+        self._index_task: asyncio.Task[None] | None = None
         self._stopped = False
         self._step = "starting"
 
@@ -158,6 +159,13 @@ class Daemon:
         sd_notify("READY=1\nSTATUS=Perch is running")
         if config.agent.preload_model:  # off the critical path of the first reply
             self._warm_task = asyncio.create_task(parts.client.warm())
+        self._index_task = asyncio.create_task(self._index_once(parts))
+
+    async def _index_once(self, parts: Parts) -> None:
+        """The search index brought up to date in the background: memory files and skills,
+        and the stored conversations if they were never indexed (an older store)."""
+        await parts.index.refresh()
+        await parts.index.ensure_built()
 
     def request_stop(self) -> None:
         self.stopping.set()
@@ -224,7 +232,7 @@ class Daemon:
         self._stopped = True
         sd_notify("STOPPING=1\nSTATUS=Perch is shutting down")
         log.info("shutting down")
-        for task in (self._status_task, self._warm_task):
+        for task in (self._status_task, self._warm_task, self._index_task):
             if task is not None:
                 task.cancel()
         parts = self.parts

@@ -23,6 +23,7 @@ from agents.loop import RunResult
 from agents.model import Usage
 from agents.subagent_ports import SubagentLimits
 from bot.config.schema import Config
+from bot.recall.index import SearchIndex
 from bot.routing import decode_chat
 from bot.sessions import SessionKey
 from bot.store.roles import History, Sessions, UsageLedger
@@ -57,8 +58,9 @@ def subagent_limits(config: Config) -> SubagentLimits:
 class ChildSessions:
     """`ChildStore` on the daemon's SQLite store."""
 
-    def __init__(self, store: ChildSessionStore) -> None:
+    def __init__(self, store: ChildSessionStore, index: SearchIndex | None = None) -> None:
         self.store = store
+        self.index = index  # the search index, told of each saved run
 
     def child_key(self, parent_key: str, spawn_id: str) -> str:
         return str(SessionKey.sub(SessionKey.parse(parent_key), spawn_id))
@@ -75,6 +77,8 @@ class ChildSessions:
             context_tokens=result.context_tokens or None,
             origin=origin or None,
         )
+        if self.index is not None:
+            await self.index.index_run(SessionKey.parse(key), session.id, result.new_messages)
 
     async def add_usage(self, parent_key: str, usage: Usage) -> None:
         """Add `usage` to the session totals of `parent_key` and all its ancestors."""

@@ -11,7 +11,9 @@ runs inside `telemetry.turn(...)` (metrics, the root span of its trace), and its
 carry its run id, session and trace id.
 
 The user message opens with the prompt's turn context (`PromptBuilder.turn_context`: the
-time), so it is stored with it and the system prompt stays the same from turn to turn; the
+time), so it is stored with it and the system prompt stays the same from turn to turn; what
+recall found for the message follows the time (`bot/recall/turn_recall.py`) and is taken
+out again before the save; the run is indexed right after it is saved (`SearchIndex`). The
 session's `CachePolicy` gives the run its prompt-cache plan. What the request starts from
 (the session, its history, the prompt's session facts) is `bot/turn_inputs.py`'s.
 """
@@ -29,7 +31,7 @@ from agents.cache_policy import CachePolicy
 from agents.guard import BLOCKED_REPLY, check_input
 from agents.history import estimate_tokens
 from agents.loop import AgentLoop, RunRequest, RunResult
-from agents.model import Block, image_block, text_block
+from agents.model import Block, Message, TextBlock, image_block, text_block
 from agents.pricing import context_window
 from agents.prompt import PromptBuilder, PromptMode, RuntimeInfo
 from agents.sanitize import sanitize_output
@@ -43,6 +45,8 @@ from bot.model_choice import ModelChoices
 from bot.observe.labels import NO_CHANNEL
 from bot.observe.telemetry import OFF, Telemetry
 from bot.process.logs import run_id_var, session_var, trace_id_var
+from bot.recall.index import SearchIndex
+from bot.recall.turn_recall import TurnRecall
 from bot.routing import encode_chat
 from bot.sessions import SessionKey
 from bot.turn_inputs import TurnStore, chat_history, load_session, runtime_info
@@ -98,6 +102,8 @@ class TurnRunner:
         after_run: Sequence[SessionListener] = (),  # told of each finished model run
         telemetry: Telemetry = OFF,  # metrics and traces of each turn
         cache: CachePolicy | None = None,  # the prompt cache's life per session
+        recall: TurnRecall | None = None,  # what the index holds about each new message
+        index: SearchIndex | None = None,  # told of each saved run
     ) -> None:
         self.config = config
         self.store = store
@@ -112,6 +118,8 @@ class TurnRunner:
         self.after_run = tuple(after_run)
         self.telemetry = telemetry
         self.cache = cache or CachePolicy(config.agent.cache.ttl)
+        self.recall = recall
+        self.index = index
 
     async def run(
         self, key: SessionKey, turn: Turn, chat: ChatRef | None, mode: PromptMode = "full"
@@ -196,11 +204,15 @@ class TurnRunner:
         chosen = await self.models.chosen(str(key)) if self.models is not None else ""
         channel_name = chat.channel if chat is not None else None
         runtime = runtime_info(self.config, key, channel_name, chosen or self.config.agent.model)
+        recalled: list[TextBlock] = []
+        if self.recall is not None and mode == "full":
+            words = "\n".join(b["text"] for b in user_content if b["type"] == "text")
+            recalled = await self.recall.blocks(key, session.id, words, history)
         request = RunRequest(
             session_key=str(key),
             system=self.prompts.build(mode, runtime),
             history=history,
-            user_content=[*self.prompts.turn_context(runtime), *user_content],
+            user_content=[*self.prompts.turn_context(runtime), *recalled, *user_content],
             tools=self.tools,
             context=ToolContext(
                 workspace=self.workspace,
@@ -228,10 +240,11 @@ class TurnRunner:
             finally:
                 self.cache.ended(str(key))
                 turn.release_slot()  # the model work is over: the next turn may start it
+            saved = cut_long_texts(_without(result.new_messages, recalled))
             await self.store.save_run(
                 session.id,
                 str(key),
-                cut_long_texts(result.new_messages),
+                saved,
                 usage=result.usage,
                 run_id=turn.run_id,
                 model=result.model,
@@ -246,6 +259,8 @@ class TurnRunner:
                 with self.telemetry.send(reply.chat.channel):
                     await reply.channel.send(Outbound(reply.chat, EMPTY_REPLY))
                 delivered = True
+        if self.index is not None:
+            await self.index.index_run(key, session.id, saved)
         log.info(
             "turn %s in %.2fs by %s, %d iterations, %d+%d tokens, $%.4f",
             result.status,
@@ -329,6 +344,16 @@ def _user_text(key: SessionKey, items: list[Pending]) -> tuple[str, list[Block]]
         return lines[0], images
     header = f"[{len(lines)} messages arrived while you were busy; answer them together]"
     return header + "\n\n" + "\n\n".join(lines), images
+
+
+def _without(messages: list[Message], blocks: list[TextBlock]) -> list[Message]:
+    """The run's messages with `blocks` (recall's, by identity) taken out of its first."""
+    if not blocks or not messages:
+        return messages
+    ids = {id(b) for b in blocks}
+    first = messages[0]
+    kept = [b for b in first["content"] if id(b) not in ids]
+    return [{"role": first["role"], "content": kept}, *messages[1:]]
 
 
 def _origin(chat: ChatRef | None) -> str | None:

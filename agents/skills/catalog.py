@@ -25,6 +25,7 @@ from pathlib import Path
 
 from agents.skills.files import Entry, SkillFileError, TooLarge, list_folder, read_file
 from agents.skills.frontmatter import Requirements, SkillDoc, SkillFormatError, parse_skill
+from agents.skills.listing import listed_in_full
 from agents.skills.skill import Skill, SkillSource
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,10 @@ class SkillCatalog:
         clock: Callable[[], float] = time.monotonic,
         which: Callable[[str], str | None] = shutil.which,
         environ: Mapping[str, str] | None = None,
+        search_above: int = 0,
     ) -> None:
         self.sources = tuple(sources)
+        self.search_above = search_above  # more usable skills: search mode (listing.py)
         self.mount_root = mount_root
         self.max_skill_bytes = max_skill_bytes
         self.recheck_s = recheck_s
@@ -104,6 +107,11 @@ class SkillCatalog:
             if skill.folder_name == name and skill.shadowed_by is None:
                 return skill
         return None
+
+    def search_mode(self) -> bool:
+        """Whether the prompt lists only the `always` skills, as of the last look (the prompt
+        looks each turn): then `skill_search` finds the others."""
+        return not listed_in_full(self._skills, self.search_above)
 
     def mounts(self) -> list[tuple[Path, str]]:
         """(real folder, where exec sees it) for each available skill outside the workspace."""

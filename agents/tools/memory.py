@@ -1,5 +1,8 @@
 """Memory tools: `memory_append` (a timestamped bullet in today's `memory/YYYY-MM-DD.md`) and
-`memory_search` (case-insensitive, all terms ANDed, over `MEMORY.md` and `memory/*.md`).
+`memory_search`: with the daemon's search index (`MemoryIndex`), the memory notes and past
+conversations this chat may see, ranked, each with where it came from and when; without one
+(a bare agent), a plain scan: case-insensitive, all terms ANDed, over `MEMORY.md` and
+`memory/*.md`.
 
 Dates and times come from the injectable `clock` (local time by default). Search order:
 `MEMORY.md` first (curated long-term facts), then `memory/*.md` newest first (by modification
@@ -20,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from agents.recall import Recalled
 from agents.tools.base import Tool, ToolContext, ToolError, ToolResult
 from agents.tools.disk_room import ensure_room
 from agents.tools.file_io import os_problem
@@ -171,17 +175,32 @@ def _search(workspace: Path, terms: list[str]) -> list[_Hit]:
     return hits
 
 
+class MemoryIndex(Protocol):
+    async def search_memory(self, query: str, *, session_key: str, limit: int) -> list[Recalled]:
+        """Notes and conversations matching `query` that this session may see, best first."""
+
+
+SCAN_DESCRIPTION = (
+    "Search MEMORY.md and memory/*.md for lines holding all the query's words (any case): "
+    "file:line and the line, MEMORY.md first, then the newest days. Use a few distinctive "
+    "words; it matches words, not meaning."
+)
+INDEX_DESCRIPTION = (
+    "Search your memory notes (MEMORY.md, memory/*.md) and earlier conversations of this "
+    "chat: the best matches first, each with where it came from and when. Use a few "
+    "distinctive words; it matches words (any form: birthday finds birthdays), not meaning."
+)
+
+
 class MemorySearchTool:
-    """`memory_search {query, limit=10}`: lines of memory files containing every query term."""
+    """`memory_search {query, limit=10}`: ranked hits from the index, or lines of memory
+    files containing every query term."""
 
     name = "memory_search"
-    description = (
-        "Search MEMORY.md and memory/*.md for lines holding all the query's words (any case): "
-        "file:line and the line, MEMORY.md first, then the newest days. Use a few distinctive "
-        "words; it matches words, not meaning."
-    )
 
-    def __init__(self) -> None:
+    def __init__(self, index: MemoryIndex | None = None) -> None:
+        self.index = index
+        self.description = SCAN_DESCRIPTION if index is None else INDEX_DESCRIPTION
         self.input_schema: dict[str, Any] = {
             "type": "object",
             "properties": {
@@ -208,6 +227,8 @@ class MemorySearchTool:
             raise ToolError(f"argument 'limit' must be an integer, got {type(limit).__name__}")
         if not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise ToolError(f"argument 'limit' must be between 1 and {MAX_SEARCH_LIMIT}")
+        if self.index is not None:
+            return await self._ranked(query, limit, ctx)
         terms = query.lower().split()
         hits = await asyncio.to_thread(_search, ctx.workspace, terms)
         if not hits:
@@ -222,7 +243,28 @@ class MemorySearchTool:
             lines.append(f"[... {len(hits) - limit} more matches; narrow the query]")
         return ToolResult("\n".join(lines))
 
+    async def _ranked(self, query: str, limit: int, ctx: ToolContext) -> ToolResult:
+        assert self.index is not None
+        found = await self.index.search_memory(query, session_key=ctx.session_key, limit=limit)
+        if not found:
+            return ToolResult(f"Nothing in memory matches: {query.strip()}")
+        lines = []
+        for n, item in enumerate(found, start=1):
+            when = (
+                f", {datetime.fromtimestamp(item.when).astimezone():%Y-%m-%d %H:%M}"
+                if item.when
+                else ""
+            )
+            text = (
+                item.text
+                if len(item.text) <= MAX_LINE_CHARS * 2
+                else item.text[: MAX_LINE_CHARS * 2] + " [...]"
+            )
+            lines.append(f"{n}. [{item.where}{when}] {text}")
+        return ToolResult("\n".join(lines))
 
-def memory_tools(*, clock: Clock = local_now) -> list[Tool]:
-    """`memory_append` and `memory_search`; `clock` decides today's file (tests inject it)."""
-    return [MemoryAppendTool(clock=clock), MemorySearchTool()]
+
+def memory_tools(index: MemoryIndex | None = None, *, clock: Clock = local_now) -> list[Tool]:
+    """`memory_append` and `memory_search` (on `index` when given); `clock` decides today's
+    file (tests inject it)."""
+    return [MemoryAppendTool(clock=clock), MemorySearchTool(index)]

@@ -143,6 +143,24 @@ class CacheConfig(StrictModel):
     ttl: Literal["5m", "1h", "auto"] = "auto"
 
 
+RecallSource = Literal["memory", "sessions", "skills"]
+
+
+def _all_sources() -> list[RecallSource]:
+    return ["memory", "sessions", "skills"]
+
+
+class RecallConfig(StrictModel):
+    """`agent.recall`: before each chat turn, what the search index holds about the new
+    message, put in front of the model (bot/recall/turn_recall.py)."""
+
+    enabled: bool = True
+    max_snippets: int = Field(5, ge=1, le=20)
+    max_tokens: int = Field(600, ge=50, le=8000)  # the whole block, 4 characters a token
+    sources: list[RecallSource] = Field(default_factory=_all_sources)
+    min_score: float = Field(0.5, ge=0.0, le=1.0)  # 1.0: a note about all the message asks
+
+
 class BudgetConfig(BaseModel):
     """`agent.budget` in config.yaml."""
 
@@ -179,6 +197,7 @@ class AgentConfig(StrictModel):
     web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
+    recall: RecallConfig = Field(default_factory=RecallConfig)
 
     @field_validator("timezone")
     @classmethod

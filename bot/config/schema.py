@@ -103,6 +103,9 @@ class SkillsConfig(StrictModel):
     looked at in this order after the workspace (relative paths: from the config's folder)."""
 
     paths: list[Path] = Field(default_factory=list)
+    # past this many usable skills the prompt lists only the `always` ones and the model
+    # finds the rest with skill_search (the listing's own cap switches it too); 0: never
+    search_above: int = Field(40, ge=0)
 
 
 class LoggingConfig(StrictModel):

@@ -1,5 +1,5 @@
 """The `perch` command: run, init, doctor, status, sessions, pairing, cron, chat, send, mcp,
-skills.
+skills, memory.
 
 The config path is `--config PATH`, else `$PERCH_CONFIG`, else `./config.yaml` in a checkout,
 else `$XDG_CONFIG_HOME/perch/config.yaml` (`bot.config.paths`). A config
@@ -28,7 +28,15 @@ from bot.config.errors import EXIT_CONFIG, ConfigError
 from bot.config.layout import require_apart
 from bot.config.load import load_config, require_api_key
 from bot.config.paths import config_path, log_path, template_text
-from bot.operator import control_cli, cron_cli, mcp_cli, onboard, skills_cli, store_cli
+from bot.operator import (
+    control_cli,
+    cron_cli,
+    mcp_cli,
+    memory_cli,
+    onboard,
+    skills_cli,
+    store_cli,
+)
 
 # Each adds its subcommands to the parser: register(subparsers, add).
 COMMANDS = (
@@ -36,6 +44,7 @@ COMMANDS = (
     cron_cli.register,
     onboard.register,
     mcp_cli.register,
+    memory_cli.register,
     skills_cli.register,
     store_cli.register,
 )

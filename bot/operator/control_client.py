@@ -32,6 +32,7 @@ from bot.store.urls import redact_url
 CONNECT_TIMEOUT = 2.0
 ANSWER_TIMEOUT = 30.0  # a chat turn has none: it takes as long as the model does
 LINE_LIMIT = 16 * 1024 * 1024
+UNBOUNDED = ("chat", "memory.rebuild")  # a model turn; indexing every stored message
 
 
 async def call(
@@ -78,7 +79,7 @@ def run_command(args: argparse.Namespace, op: str, payload: dict[str, Any]) -> i
 
 
 async def dispatch(config: Config, op: str, payload: dict[str, Any]) -> Reply:
-    timeout = None if op == "chat" else ANSWER_TIMEOUT
+    timeout = None if op in UNBOUNDED else ANSWER_TIMEOUT
     reply = await call(socket_path(config), op, payload, timeout=timeout)
     if reply is not None:
         return reply

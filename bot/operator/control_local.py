@@ -22,6 +22,8 @@ from bot.config.schema import Config
 from bot.lanes import Pending, Turn
 from bot.operator.ops_chat import default_chat_key, turn_reply
 from bot.operator.reply import Reply
+from bot.recall.index import SearchIndex
+from bot.recall.turn_recall import TurnRecall
 from bot.sessions import SessionKey
 from bot.store.open import open_store
 from bot.store.roles import Store
@@ -80,10 +82,12 @@ async def _run(config: Config, store: Store, key: SessionKey, text: str) -> Repl
             max_tool_result_chars=config.agent.max_tool_result_chars,
         )
         skills = skill_catalog(config)
-        tools = build_tools(config, skills=skills)
+        index = SearchIndex(store, config.workspace, skills)
+        tools = build_tools(config, skills=skills, index=index)
         listed = skills if "read_skill" in tools else None  # as the daemon does (bot/build.py)
         prompts = PromptBuilder(config.workspace, skills=listed)
-        runner = TurnRunner(config, store, loop, prompts, tools, {})
+        recall = TurnRecall(config.agent.recall, index, {}, config.agent.timezone, skills)
+        runner = TurnRunner(config, store, loop, prompts, tools, {}, recall=recall, index=index)
         inbound = Inbound(
             chat=ChatRef("", "", "dm", str(key)),
             sender_id="owner",

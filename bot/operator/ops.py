@@ -1,5 +1,5 @@
 """Every control operation by name: what `perch status|sessions|pairing|cron|chat|send|mcp|
-usage|stop` do, and every change the dashboard (`bot/web/`) makes.
+usage|stop|memory` do, and every change the dashboard (`bot/web/`) makes.
 
 `run_op(ctx, op, args)` serves the daemon's control socket (`control_server.py`, with
 `ctx.live` set: live data, and a cron change is planned by the scheduler at once) and the CLI
@@ -14,6 +14,7 @@ from typing import Any
 from bot.operator.ops_chat import op_chat, op_send
 from bot.operator.ops_cron import op_cron_add, op_cron_list, op_cron_remove
 from bot.operator.ops_mcp import op_mcp_list
+from bot.operator.ops_memory import op_memory_rebuild, op_memory_search
 from bot.operator.ops_pairing import (
     op_pairing_approve,
     op_pairing_deny,
@@ -40,6 +41,8 @@ OPS: dict[str, Op] = {
     "mcp.list": op_mcp_list,
     "session.stop": op_session_stop,
     "usage": op_usage,
+    "memory.search": op_memory_search,
+    "memory.rebuild": op_memory_rebuild,
 }
 
 

@@ -1,7 +1,8 @@
 """The main agent's tools, assembled from config: what exists and what the policy allows.
 
 `build_tools(config)` returns the registry for top-level runs: the workspace file tools,
-memory tools and `read_skill` always, `web_fetch` unless disabled, `web_search` once
+memory tools (`memory_search` on the search index when one is given) and `read_skill` always,
+`skill_search` while there are too many skills to list (with the index), `web_fetch` unless disabled, `web_search` once
 `agent.web_search.provider` is set, `exec` only when enabled (seeing the skills outside the
 workspace read-only at `/skills/<name>`), then the `agent.tools` allow/deny policy. Daemon services (cron, spawn, message) add their tools
 through `extra`; tool sources that change at run time (the MCP servers) through `providers`,
@@ -20,11 +21,13 @@ from agents.tools.files import file_tools
 from agents.tools.memory import memory_tools
 from agents.tools.read_skill import ReadSkillTool
 from agents.tools.sandbox import Limits, Sandbox, SandboxUnavailable, select_sandbox
+from agents.tools.skill_search import SkillSearchTools
 from agents.tools.web_fetch import WebFetchTool
 from agents.tools.web_search import WebSearchTool
 from bot.config.errors import ConfigError
 from bot.config.layout import sandbox_hidden
 from bot.config.schema import Config
+from bot.recall.index import SearchIndex
 from bot.tools.skills import skill_catalog
 
 log = logging.getLogger(__name__)
@@ -35,10 +38,11 @@ def build_tools(
     extra: Iterable[Tool] = (),
     providers: Iterable[ToolProvider] = (),
     skills: SkillCatalog | None = None,
+    index: SearchIndex | None = None,
 ) -> ToolRegistry:
     agent = config.agent
     skills = skills if skills is not None else skill_catalog(config)
-    tools: list[Tool] = [*file_tools(), *memory_tools(), ReadSkillTool(skills)]
+    tools: list[Tool] = [*file_tools(), *memory_tools(index), ReadSkillTool(skills)]
     if agent.web_fetch.enabled:
         tools.append(
             WebFetchTool(
@@ -71,7 +75,13 @@ def build_tools(
             )
         )
     tools.extend(extra)
-    return ToolRegistry(tools, providers).restricted(agent.tools.allow, agent.tools.deny)
+    belt = ToolRegistry(tools, providers).restricted(agent.tools.allow, agent.tools.deny)
+    if index is None or "read_skill" not in belt:
+        return belt
+    searching = SkillSearchTools(skills, index)  # skill_search, while the skills are too many
+    return ToolRegistry(tools, [*providers, searching]).restricted(
+        agent.tools.allow, agent.tools.deny
+    )
 
 
 def exec_sandbox(config: Config) -> Sandbox:

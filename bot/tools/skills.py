@@ -32,6 +32,7 @@ def skill_catalog(config: Config) -> SkillCatalog:
         skill_sources(config),
         workspace=config.workspace,
         mount_root=MOUNT_ROOT if sandboxed else None,
+        search_above=config.skills.search_above,
     )
 
 

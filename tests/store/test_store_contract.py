@@ -8,8 +8,10 @@ and a database on a throwaway PostgreSQL server when the machine has its binarie
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -24,6 +26,7 @@ from bot.store.rows import (
     InstanceRow,
     PairingRequest,
 )
+from bot.store.search_rows import SearchDocument, SearchHit, SearchQuery, SearchSource
 from tests.store_backends import Backend
 
 
@@ -513,6 +516,146 @@ async def test_cron_changes_by_another_handle_are_noticed(backend: Backend) -> N
     finally:
         await writer.close()
         await watcher.close()
+
+
+# -- the search index --------------------------------------------------------------------
+
+
+def doc(ref: str, text: str, *, source: SearchSource = "memory", group: str = "g",
+        scope: str = "owner", at: float = 1000.0) -> SearchDocument:  # fmt: skip
+    return SearchDocument(source, ref, group, scope, f"title {ref}", text, at)
+
+
+def refs(hits: list[SearchHit]) -> list[str]:
+    return [h.document.ref for h in hits]
+
+
+def others(count: int) -> list[SearchDocument]:
+    """Documents about nothing asked (two words each): in a tiny index every word is common."""
+    return [doc(f"other{n}", f"pebble{n} gravel{n}") for n in range(count)]
+
+
+async def test_search_ranks_what_holds_the_words_and_finds_nothing_for_the_unrelated(
+    store: Store,
+) -> None:
+    await store.index_documents([
+        doc("bday", "Ada's birthday is on the 12th of May.", at=1.0),
+        doc("cat", "Ada has a grey cat called Miso.", at=2.0),
+        doc("work", "The quarterly report is due on Friday.", at=3.0),
+        *others(5),
+    ])  # fmt: skip
+    hits = await store.search(SearchQuery.of("When are Ada's birthdays?", scopes=None))
+    assert refs(hits) == ["bday", "cat"]  # stemmed: birthdays finds birthday
+    best, other = hits
+    assert best.score > 0.8 > 0.6 > other.score > 0  # all the message asks, or a part
+    assert set(best.matched) == {"ada", "birthday"} and other.matched == ("ada",)
+    assert best.document == doc("bday", "Ada's birthday is on the 12th of May.", at=1.0)
+    assert await store.search(SearchQuery.of("a good pasta recipe?", scopes=None)) == []
+    assert await store.search(SearchQuery.of("the and of is", scopes=None)) == []  # stop words
+    kept = await store.search(SearchQuery.of("Ada's birthday", scopes=None, min_score=0.7))
+    assert refs(kept) == ["bday"]
+
+
+async def test_a_score_is_the_share_of_the_messages_weight_a_document_holds(store: Store) -> None:
+    # same length each: BM25 of one term held once is its idf; the scale is both idfs
+    await store.index_documents([
+        doc("a", "lantern harbour"), doc("b", "lantern meadow"), doc("c", "orchard meadow"),
+        doc("d", "orchard valley"), *others(2),
+    ])  # fmt: skip
+    idf_lantern = idf_orchard = math.log(1 + (6 - 2 + 0.5) / (2 + 0.5))
+    hits = await store.search(SearchQuery.of("lantern orchard", scopes=None))
+    assert len(hits) == 4
+    for hit in hits:
+        assert hit.score == pytest.approx(idf_lantern / (idf_lantern + idf_orchard))
+    context = await store.search(SearchQuery.of("harbour", "meadow", scopes=None))
+    assert refs(context) == ["a"]  # context adds to a score, it does not find alone ...
+    alone = await store.search(SearchQuery.of("harbour", scopes=None))
+    assert context[0].score == alone[0].score == 1.0  # ... nor raise the scale
+
+
+async def test_search_shows_only_the_scopes_sources_and_groups_asked_for(store: Store) -> None:
+    await store.index_documents([
+        doc("note", "the boat needs new sails", scope="owner"),
+        doc("dm", "the boat trip is on Sunday", source="sessions", scope="dm:p", group="s1"),
+        doc("grp", "boat club meets at noon", source="sessions", scope="group:g", group="s2"),
+        doc("skill", "sailing: plan a boat trip", source="skills", scope="public"),
+        *others(8),
+    ])  # fmt: skip
+
+    async def found(**kw: Any) -> set[str]:
+        return set(refs(await store.search(SearchQuery.of("boat", **{"limit": 10, **kw}))))
+
+    assert await found(scopes=None) == {"note", "dm", "grp", "skill"}
+    assert await found(scopes=("dm:p", "public")) == {"dm", "skill"}
+    assert await found(scopes=("group:g",)) == {"grp"}
+    assert await found(scopes=()) == set()
+    assert await found(scopes=None, sources=("sessions",)) == {"dm", "grp"}
+    assert await found(scopes=None, exclude_groups=("s1", "s2")) == {"note", "skill"}
+    assert len(await found(scopes=None, limit=1)) == 1
+
+
+async def test_the_same_source_and_ref_is_replaced_and_groups_go_together(store: Store) -> None:
+    await store.index_documents([doc("n1", "violin lessons on Tuesday", group="f"), *others(4)])
+    await store.index_documents([doc("n1", "cello lessons on Tuesday", group="f")])
+    assert await store.search(SearchQuery.of("violin", scopes=None)) == []
+    assert refs(await store.search(SearchQuery.of("cello", scopes=None))) == ["n1"]
+    assert await store.search_counts() == {"memory": 5}
+    await store.replace_group(
+        "memory",
+        "f",
+        [doc("n2", "piano on Monday", group="f"), doc("n3", "flute", group="f")],
+        "s1",
+    )
+    assert await store.search(SearchQuery.of("cello", scopes=None)) == []
+    assert await store.search_stamps("memory") == {"f": "s1"}
+    await store.replace_group("skills", "empty", [], "built")  # a stamp alone
+    assert await store.search_stamps("skills") == {"empty": "built"}
+    assert await store.search_counts() == {"memory": 6}
+    assert await store.remove_group("memory", "f") == 2
+    assert await store.search_stamps("memory") == {}
+    assert await store.search(SearchQuery.of("piano", scopes=None)) == []
+    assert await store.remove_group("memory", "f") == 0
+
+
+async def test_counts_follow_every_change_so_scores_stay_right(store: Store) -> None:
+    await store.index_documents([doc("x", "quartz"), doc("y", "quartz granite")])
+    await store.replace_group("memory", "other", [doc("z", "granite", group="other")], "1")
+    await store.clear_search("memory")
+    assert await store.search_counts() == {}
+    assert await store.search_stamps("memory") == {}
+    await store.index_documents([doc("a", "quartz basalt"), doc("b", "basalt shale"), *others(3)])
+    (hit,) = await store.search(SearchQuery.of("quartz granite", scopes=None))
+    assert hit.document.ref == "a" and hit.score == 1.0  # granite is held by none now
+    await store.index_documents([doc("s", "quartz", source="skills", scope="public")])
+    await store.clear_search()
+    assert await store.search_counts() == {}
+    assert await store.search(SearchQuery.of("quartz", scopes=None)) == []
+
+
+async def test_hostile_queries_and_texts_are_only_words(store: Store) -> None:
+    nasty = ['"', "'", 'NEAR(a b) OR "x', "a* AND NOT b", "col:term ^x", "a & b | !c <-> d:*",
+             "\x00\\'; DROP TABLE search_docs; --", "((((", "🦜 ünïcödé ǅ"]  # fmt: skip
+    await store.index_documents([doc(str(i), text) for i, text in enumerate(nasty)])
+    for text in nasty:
+        await store.search(SearchQuery.of(text, scopes=None))
+    hits = await store.search(SearchQuery.of("unicode DROP", scopes=None))
+    assert set(refs(hits)) == {"6", "8"}
+
+
+async def test_one_document_indexed_through_two_handles_at_once_is_kept_once(
+    backend: Backend,
+) -> None:
+    first, second = await backend.open(), await backend.open()
+    try:
+        for round_ in range(5):
+            docs = [doc(f"r{n}", f"shared words round{round_} item{n}") for n in range(20)]
+            await asyncio.gather(first.index_documents(docs), second.index_documents(docs[::-1]))
+        assert await first.search_counts() == {"memory": 20}
+        (hit,) = await first.search(SearchQuery.of("round4 item7", scopes=None, limit=1))
+        assert hit.document.ref == "r7" and hit.score == 1.0
+    finally:
+        await first.close()
+        await second.close()
 
 
 async def test_a_second_daemon_cannot_hold_an_unshared_store(backend: Backend) -> None:

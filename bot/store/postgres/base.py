@@ -166,6 +166,40 @@ MIGRATIONS: list[str] = [
         at DOUBLE PRECISION NOT NULL
     );
     """,
+    # 5: the search index over memory notes, conversations and skills (postgres/search.py)
+    """
+    CREATE TABLE search_docs (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        source TEXT NOT NULL,
+        ref TEXT NOT NULL,
+        grp TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        title TEXT NOT NULL,
+        text TEXT NOT NULL,
+        terms TEXT NOT NULL,
+        length INTEGER NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        -- the terms, and each behind its scope's prefix (bot/store/search_text.py)
+        tsv TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', terms || ' ' || regexp_replace(
+            terms, '(\\S+)', 's' || left(md5(scope), 10) || '\\1', 'g'))) STORED,
+        UNIQUE (source, ref)
+    );
+    CREATE INDEX search_docs_terms ON search_docs USING gin (tsv);
+    CREATE INDEX search_docs_by_group ON search_docs (source, grp);
+    CREATE TABLE search_terms (term TEXT PRIMARY KEY, docs BIGINT NOT NULL);
+    CREATE TABLE search_totals (
+        one BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+        docs BIGINT NOT NULL,
+        length BIGINT NOT NULL
+    );
+    INSERT INTO search_totals (docs, length) VALUES (0, 0);
+    CREATE TABLE search_groups (
+        source TEXT NOT NULL,
+        grp TEXT NOT NULL,
+        stamp TEXT NOT NULL,
+        PRIMARY KEY (source, grp)
+    );
+    """,
 ]
 
 

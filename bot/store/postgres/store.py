@@ -17,6 +17,7 @@ import asyncpg
 from bot.store.postgres.base import MIGRATE_LOCK, MIGRATIONS
 from bot.store.postgres.claims import PostgresClaims
 from bot.store.postgres.queues import PostgresQueues
+from bot.store.postgres.search import PostgresSearch
 from bot.store.postgres.sessions import PostgresSessions
 from bot.store.rows import COPY_COLUMNS, INBOX_LEASE, CopyRow, StoreUnavailable
 
@@ -33,7 +34,7 @@ _IDENTITY = ("messages", "inbox", "usage", "cron_runs")
 CONNECT_TIMEOUT = 10.0
 
 
-class PostgresStore(PostgresSessions, PostgresQueues, PostgresClaims):
+class PostgresStore(PostgresSessions, PostgresQueues, PostgresClaims, PostgresSearch):
     """The daemon's database on a PostgreSQL server."""
 
     latest_schema = len(MIGRATIONS)

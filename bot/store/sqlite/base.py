@@ -159,6 +159,39 @@ MIGRATIONS: list[str] = [
         at REAL NOT NULL
     );
     """,
+    # 6: the search index over memory notes, conversations and skills (sqlite/search.py)
+    """
+    CREATE TABLE search_docs (
+        id INTEGER PRIMARY KEY,
+        source TEXT NOT NULL,
+        ref TEXT NOT NULL,
+        grp TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        title TEXT NOT NULL,
+        text TEXT NOT NULL,
+        terms TEXT NOT NULL,
+        length INTEGER NOT NULL,
+        at REAL NOT NULL,
+        UNIQUE (source, ref)
+    );
+    CREATE INDEX search_docs_by_group ON search_docs(source, grp);
+    CREATE VIRTUAL TABLE search_fts USING fts5(
+        tokens, content='', tokenize='unicode61 remove_diacritics 0'
+    );
+    CREATE TABLE search_terms (term TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID;
+    CREATE TABLE search_totals (
+        one INTEGER PRIMARY KEY CHECK (one = 1),
+        docs INTEGER NOT NULL,
+        length INTEGER NOT NULL
+    );
+    INSERT INTO search_totals (one, docs, length) VALUES (1, 0, 0);
+    CREATE TABLE search_groups (
+        source TEXT NOT NULL,
+        grp TEXT NOT NULL,
+        stamp TEXT NOT NULL,
+        PRIMARY KEY (source, grp)
+    );
+    """,
 ]
 
 

@@ -3,7 +3,8 @@
 `await SQLiteStore.open(path)` opens one connection on a thread of its own (`SQLiteThread`),
 in WAL mode, and upgrades the schema with the ordered `MIGRATIONS` (`PRAGMA user_version`).
 The store's parts live next to it: sessions and history in `sessions.py`, inbox, pairing, cron
-and instances in `queues.py`, claims and stops in `claims.py`, schema and the shared
+and instances in `queues.py`, claims and stops in `claims.py`, the search index in
+`search.py`, schema and the shared
 connection in `base.py`.
 """
 
@@ -20,11 +21,12 @@ from bot.store.rows import BOOL_COLUMNS, COPY_COLUMNS, INBOX_LEASE, AlreadyRunni
 from bot.store.sqlite.base import MIGRATIONS, prepare
 from bot.store.sqlite.claims import SQLiteClaims
 from bot.store.sqlite.queues import SQLiteQueues
+from bot.store.sqlite.search import SQLiteSearch
 from bot.store.sqlite.sessions import SQLiteSessions
 from bot.store.sqlite.thread import SQLiteThread
 
 
-class SQLiteStore(SQLiteSessions, SQLiteQueues, SQLiteClaims):
+class SQLiteStore(SQLiteSessions, SQLiteQueues, SQLiteClaims, SQLiteSearch):
     """The daemon's database in one SQLite file (or `:memory:`)."""
 
     latest_schema = len(MIGRATIONS)

@@ -1,0 +1,1 @@
+"""The search index over memory notes, past conversations and skills, and recall per turn."""

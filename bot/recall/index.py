@@ -1,0 +1,264 @@
+"""The search index kept current: `SearchIndex` over the store's `Search` role.
+
+- memory files: `refresh()` (each turn, each search) compares files' stamps with the ones
+  they were indexed with and indexes a changed file again, whole, in one transaction; a file
+  gone is forgotten. Every file is looked at (one lstat each) when `memory/` itself changed
+  (a file added, removed or replaced: what `write_file` and `edit_file` do), or `RESCAN_S`
+  after the last look; in between, `MEMORY.md` and the `RECENT` newest files, where
+  `memory_append` writes. So a turn costs a few lstats however many days of notes there are,
+  and an append to an old file by other means (exec) counts within `RESCAN_S`;
+- skills: when the catalog's generation moves, the usable skills are indexed again if their
+  stamp (a digest of their text) changed;
+- conversations: `index_run` right after a run is saved (a chat turn's, a sub-agent's; the
+  time and what recall put before the user's words left out). Compaction removes messages
+  from the history, not from the index; a rebuild indexes what the store holds then (the
+  sessions' summaries too). A crash between a save and its indexing loses that run from the
+  index until a rebuild.
+`rebuild()` makes all of it again from the workspace and the store (`perch memory rebuild`);
+`ensure_built()` does the conversations once for a store that has never had them indexed
+(one from before the index, or just migrated), in the background at start. Indexing never
+fails a turn: a problem is logged and the index catches up on the next change.
+
+It is also what the memory tools and `skill_search` search through (`search_memory`,
+`find_skills`), each chat seeing only what `bot/recall/visibility.py` lets it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Protocol
+
+from agents.model import Message
+from agents.recall import Recalled
+from agents.skills.catalog import SkillCatalog
+from bot.recall.documents import (
+    SKILLS_GROUP,
+    conversation_documents,
+    memory_notes,
+    message_document,
+    skill_documents,
+    summary_document,
+)
+from bot.recall.memory_files import (
+    MEMORY_FILE,
+    MemoryFile,
+    folder_stamp,
+    memory_stamps,
+    read_memory,
+    some_stamps,
+)
+from bot.recall.visibility import Owners, describe, scope_of, visible_scopes
+from bot.sessions import SessionKey
+from bot.store.roles import Copying, Search
+from bot.store.rows import decode_message
+from bot.store.search_rows import SearchDocument, SearchHit, SearchQuery
+from bot.store.search_text import snippet
+
+log = logging.getLogger(__name__)
+
+BUILT = ":built"  # the stamp-only group of `sessions`: conversations indexed from the store
+BATCH = 500
+TOOL_MIN_SCORE = 0.15  # what memory_search and skill_search show (the model asked)
+RESCAN_S = 30.0  # every memory file is looked at again after this
+RECENT = 3  # the newest memory files looked at on every turn
+
+
+class IndexStore(Search, Copying, Protocol):
+    """What the index uses of the store: the search role, and reading every stored row."""
+
+
+class SearchIndex:
+    def __init__(
+        self,
+        store: IndexStore,
+        workspace: Path,
+        skills: SkillCatalog | None = None,
+        owners: Owners | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        rescan_s: float = RESCAN_S,
+    ) -> None:
+        self.store = store
+        self.rescan_s = rescan_s  # every memory file is looked at again after this
+        self.workspace = workspace
+        self.skills = skills
+        self.owners: Owners = owners or {}
+        self.clock = clock
+        self._memory: dict[str, str] | None = None  # path -> stamp as indexed
+        self._files: dict[str, MemoryFile] = {}  # as last looked at
+        self._folder = ""  # memory/'s stamp at the last full look
+        self._looked = float("-inf")  # when (time.monotonic)
+        self._skills_generation = -1
+        self._syncing = asyncio.Lock()
+
+    # -- keeping it current ----------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        """Index what changed in the memory files and the skills (cheap when nothing did)."""
+        async with self._syncing:
+            try:
+                await self._sync_memory()
+                await self._sync_skills()
+            except Exception:
+                log.exception("search index: could not bring memory files and skills up to date")
+
+    async def _sync_memory(self, force: bool = False) -> None:
+        if self._memory is None or force:
+            self._memory = {} if force else await self.store.search_stamps("memory")
+            self._looked = float("-inf")
+        files = self._look()
+        for path, file in files.items():
+            if self._memory.get(path) == file.stamp:
+                continue
+            text = await asyncio.to_thread(read_memory, self.workspace, path)
+            notes = memory_notes(path, text or "", file.mtime)
+            await self.store.replace_group("memory", path, notes, file.stamp)
+            self._memory[path] = file.stamp
+        for path in [p for p in self._memory if p not in files]:
+            await self.store.remove_group("memory", path)
+            del self._memory[path]
+
+    def _look(self) -> dict[str, MemoryFile]:
+        """The memory files now: all of them, or the few that change between full looks."""
+        folder = folder_stamp(self.workspace)
+        now = time.monotonic()
+        if folder != self._folder or now - self._looked >= self.rescan_s:
+            self._files = memory_stamps(self.workspace)
+            self._folder, self._looked = folder, now
+            return self._files
+        newest = sorted(self._files.values(), key=lambda f: f.mtime, reverse=True)[:RECENT]
+        for path, file in some_stamps(
+            self.workspace, [MEMORY_FILE, *(f.path for f in newest)]
+        ).items():
+            if file is None:
+                self._files.pop(path, None)
+            else:
+                self._files[path] = file
+        return self._files
+
+    async def _sync_skills(self, force: bool = False) -> None:
+        if self.skills is None:
+            return
+        found = self.skills.refresh()
+        if self.skills.generation == self._skills_generation and not force:
+            return
+        docs, stamp = skill_documents(found)
+        if force or (await self.store.search_stamps("skills")).get(SKILLS_GROUP) != stamp:
+            await self.store.replace_group("skills", SKILLS_GROUP, docs, stamp)
+        self._skills_generation = self.skills.generation
+
+    async def index_run(
+        self, key: SessionKey, session_id: str, messages: Iterable[Message]
+    ) -> None:
+        """A saved run's messages (never raises)."""
+        try:
+            await self.store.index_documents(
+                conversation_documents(key, session_id, messages, self.clock())
+            )
+        except Exception:
+            log.exception("search index: the run of %s could not be indexed", key)
+
+    async def rebuild(self, progress: Callable[[str], None] | None = None) -> dict[str, int]:
+        """Everything again, from the workspace and the store; the documents per source."""
+        async with self._syncing:
+            await self.store.clear_search()
+            await self._sync_memory(force=True)
+            await self._sync_skills(force=True)
+        await self._index_conversations(progress)
+        return await self.store.search_counts()
+
+    async def ensure_built(self) -> None:
+        """Index the stored conversations once if they never were (never raises)."""
+        try:
+            if BUILT not in await self.store.search_stamps("sessions"):
+                log.info("search index: indexing the stored conversations (once)")
+                await self._index_conversations(None)
+                log.info("search index: %s", await self.store.search_counts())
+        except Exception:
+            log.exception("search index: the stored conversations could not be indexed")
+
+    async def _index_conversations(self, progress: Callable[[str], None] | None) -> None:
+        await self.store.clear_search("sessions")
+        keys: dict[str, SessionKey] = {}
+        summaries: list[SearchDocument] = []
+        async for rows in self.store.dump("sessions"):
+            for row in rows:
+                session_id, key_text, summary, updated = str(row[0]), str(row[1]), row[5], row[4]
+                try:
+                    keys[session_id] = SessionKey.parse(key_text)
+                except ValueError:
+                    continue
+                if summary:
+                    summaries.append(
+                        summary_document(keys[session_id], session_id, summary, float(updated))
+                    )
+        await self.store.index_documents(summaries)
+        done = 0
+        async for rows in self.store.dump("messages", BATCH):
+            docs = []
+            for _, session_id, role, content, _, created_at in rows:
+                key = keys.get(str(session_id))
+                if key is None:
+                    continue
+                doc = message_document(
+                    key, str(session_id), decode_message(role, content), created_at
+                )
+                if doc is not None:
+                    docs.append(doc)
+            await self.store.index_documents(docs)
+            done += len(rows)
+            if progress is not None:
+                progress(f"{done:,} messages read")
+        await self.store.replace_group("sessions", BUILT, [], str(self.clock()))
+
+    # -- searching -------------------------------------------------------------------------
+
+    async def search(self, query: SearchQuery) -> list[SearchHit]:
+        await self.refresh()
+        return await self.store.search(query)
+
+    async def search_memory(self, query: str, *, session_key: str, limit: int) -> list[Recalled]:
+        """`memory_search`: memory notes and conversations this chat may see, best first."""
+        try:
+            key = SessionKey.parse(session_key)
+        except ValueError:
+            return []
+        asked = SearchQuery.of(
+            query,
+            sources=("memory", "sessions"),
+            scopes=visible_scopes(key, self.owners),
+            limit=limit,
+            min_score=TOOL_MIN_SCORE,
+        )
+        return [recalled(hit, key, 600) for hit in await self.search(asked)]
+
+    async def find_skills(self, query: str, limit: int) -> list[tuple[str, float]]:
+        """`skill_search`: the names of the skills that match best, with their scores."""
+        asked = SearchQuery.of(
+            query, sources=("skills",), scopes=None, limit=limit, min_score=TOOL_MIN_SCORE
+        )
+        return [(hit.document.ref, hit.score) for hit in await self.search(asked)]
+
+
+def recalled(hit: SearchHit, viewer: SessionKey, limit: int) -> Recalled:
+    """A hit as recall and memory_search show it to a turn of `viewer`."""
+    doc = hit.document
+    text = snippet(doc.text, hit.matched, limit)
+    if doc.source == "memory":
+        return Recalled("memory", doc.title, doc.at, text)
+    if doc.source == "skills":
+        return Recalled("skills", f"skill {doc.ref} (read_skill has it all)", 0.0, text)
+    if doc.scope == scope_of(viewer):
+        chat = "this chat, earlier"
+    elif doc.scope.startswith("agent:"):
+        chat = describe(doc.scope)
+    else:
+        chat = "a scheduled run"
+    who = {"user": "they said", "assistant": "you said", "summary": "summary"}.get(
+        doc.title, doc.title
+    )
+    return Recalled("sessions", f"{chat}, {who}", doc.at, text)
