@@ -124,21 +124,29 @@ class Browser:
     async def click_and_confirm(self, css: str) -> None:
         """Click a button that asks first (`data-confirm`) and say yes."""
         from selenium.webdriver.support import expected_conditions
-        from selenium.webdriver.support.ui import WebDriverWait
 
         def click() -> None:
             self.find(css).click()
-            WebDriverWait(self.driver, WAIT_S).until(expected_conditions.alert_is_present())
+            self._wait().until(expected_conditions.alert_is_present())
             self.driver.switch_to.alert.accept()
 
         await self._do(click)
 
+    def _wait(self) -> Any:
+        """A wait that reads the page again when it changed under it (a stale element: the
+        page was still loading or navigating)."""
+        from selenium.common.exceptions import StaleElementReferenceException
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        return WebDriverWait(
+            self.driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,)
+        )
+
     def find(self, css: str) -> Any:
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support import expected_conditions
-        from selenium.webdriver.support.ui import WebDriverWait
 
-        return WebDriverWait(self.driver, WAIT_S).until(
+        return self._wait().until(
             expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css))
         )
 
@@ -159,22 +167,20 @@ class Browser:
     async def wait_text(self, css: str, wanted: str) -> str:
         """The text of `css` once it contains `wanted` (within the wait)."""
         from selenium.webdriver.common.by import By
-        from selenium.webdriver.support.ui import WebDriverWait
 
         def present(driver: Any) -> str | bool:
             found = [e.text for e in driver.find_elements(By.CSS_SELECTOR, css)]
             joined = "\n".join(found)
             return joined if wanted in joined else False
 
-        return str(await self._do(lambda: WebDriverWait(self.driver, WAIT_S).until(present)))
+        return str(await self._do(lambda: self._wait().until(present)))
 
     async def wait_path(self, path: str) -> None:
-        from selenium.webdriver.support.ui import WebDriverWait
 
         def there(driver: Any) -> bool:
             return str(driver.current_url).removeprefix(self.base).split("#")[0] == path
 
-        await self._do(lambda: WebDriverWait(self.driver, WAIT_S).until(there))
+        await self._do(lambda: self._wait().until(there))
 
     async def path(self) -> str:
         return str(await self._do(lambda: self.driver.current_url)).removeprefix(self.base)
