@@ -16,11 +16,11 @@ import logging
 import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Generic, TypeVar
 
-Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
+from channels.background import Spawn
+
 MessageId = TypeVar("MessageId")
 
 

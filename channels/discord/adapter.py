@@ -24,13 +24,12 @@ import base64
 import binascii
 import contextlib
 import logging
-from collections.abc import Coroutine
 from contextlib import AbstractAsyncContextManager
-from typing import Any
 
 import aiohttp
 import discord
 
+from channels.background import BackgroundTasks
 from channels.base import (
     ChannelStatus,
     ChatRef,
@@ -114,7 +113,8 @@ class DiscordChannel:
         self._status = ChannelStatus(self.name, False, "not started")
         self._supervisor: asyncio.Task[None] | None = None
         self._first_attempt = asyncio.Event()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = BackgroundTasks(log, "discord")
+        self._spawn = self._tasks.spawn
         self._registered = False
         self.delivery = DiscordDelivery(options, lambda: self._client)
         self.media = DiscordMedia(options, self.delivery)
@@ -154,11 +154,7 @@ class DiscordChannel:
         if supervisor is not None:
             supervisor.cancel()
             await asyncio.wait({supervisor}, timeout=2.0)
-        tasks = [task for task in self._tasks if not task.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
+        await self._tasks.cancel_all(timeout=1.0)
         await self._close_client()
         self._status = ChannelStatus(self.name, False, "stopped")
         log.info("discord: stopped")
@@ -296,18 +292,6 @@ class DiscordChannel:
         if self._options.streaming == "off":
             return FinalOnlyStream(self.send, chat)
         return DiscordReplyStream(self.delivery, chat, self._spawn)
-
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            exc = task.exception()
-            log.error("discord: %s failed: %s", task.get_name(), exc, exc_info=exc)
 
 
 _TOKEN_REFUSED = (

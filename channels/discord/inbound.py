@@ -22,11 +22,11 @@ import asyncio
 import collections
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
 from typing import Any
 
 import discord
 
+from channels.background import Spawn
 from channels.base import ChatRef, Inbound, InboundHandler
 from channels.discord.delivery import DiscordDelivery, DiscordDeliveryError
 from channels.discord.media import DiscordMedia
@@ -38,7 +38,6 @@ log = logging.getLogger("channels.discord")
 _SEEN_LIMIT = 4096
 _QUOTE_LIMIT = 300
 _PEOPLES_MESSAGES = (discord.MessageType.default, discord.MessageType.reply)
-Spawn = Callable[[Coroutine[Any, Any, None], str], asyncio.Task[None]]
 
 
 class DiscordInbound:

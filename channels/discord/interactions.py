@@ -22,9 +22,10 @@ from typing import Any
 
 import discord
 
+from channels.background import Spawn
 from channels.base import ChatRef, Inbound
 from channels.discord.delivery import NO_PINGS, DiscordDelivery, DiscordDeliveryError
-from channels.discord.inbound import DiscordInbound, Spawn
+from channels.discord.inbound import DiscordInbound
 from channels.discord.options import DiscordOptions
 
 log = logging.getLogger("channels.discord")

@@ -13,9 +13,10 @@ import logging
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from channels.background import Spawn
 from channels.base import ChatRef
 from channels.discord.delivery import DiscordDelivery, DiscordDeliveryError, render_chunks
-from channels.edited_preview import EditedPreview, Spawn
+from channels.edited_preview import EditedPreview
 
 log = logging.getLogger("channels.discord")
 

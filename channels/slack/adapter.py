@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -37,6 +36,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
 from slack_sdk.web.async_client import AsyncWebClient
 
+from channels.background import BackgroundTasks
 from channels.base import (
     ChannelStatus,
     ChatRef,
@@ -119,7 +119,8 @@ class SlackChannel:
         self._socket: AsyncSocketModeHandler | None = None
         self._runner: web.AppRunner | None = None
         self._http_url: str | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = BackgroundTasks(log, "slack")
+        self._spawn = self._tasks.spawn
         self._delivery = SlackDelivery(options, self._client)
         self._media = SlackMedia(self._client, self._delivery.reply_thread)
         self._inbound = SlackInbound(
@@ -171,11 +172,7 @@ class SlackChannel:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(runner.cleanup(), 1.0)
         self._http_url = None
-        tasks = [task for task in self._tasks if not task.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
+        await self._tasks.cancel_all(timeout=1.0)
         log.info("slack: stopped")
         self._status = ChannelStatus(self.name, False, "stopped")
 
@@ -342,15 +339,3 @@ class SlackChannel:
         if self._options.streaming == "off":
             return FinalOnlyStream(self.send, chat)
         return SlackReplyStream(self._delivery, chat, self._spawn)
-
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            exc = task.exception()
-            log.error("slack: %s failed: %s", task.get_name(), exc, exc_info=exc)

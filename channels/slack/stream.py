@@ -9,9 +9,10 @@ import logging
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from channels.background import Spawn
 from channels.base import ChatRef
 from channels.chunking import split_markdown
-from channels.edited_preview import EditedPreview, Spawn
+from channels.edited_preview import EditedPreview
 from channels.slack.delivery import SlackDelivery, SlackDeliveryError
 
 # One logger for the whole Slack adapter: log settings and records keep naming channels.slack.

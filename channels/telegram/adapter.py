@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Coroutine
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 from typing import Any
@@ -27,6 +26,7 @@ from telegram.constants import ChatAction
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
 
+from channels.background import BackgroundTasks
 from channels.base import (
     ChannelStatus,
     ChatRef,
@@ -93,7 +93,8 @@ class TelegramChannel:
         self._first_attempt = asyncio.Event()
         self._supervisor: asyncio.Task[None] | None = None
         self._webhook = WebhookServer(options, self._on_webhook_update)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks(log, "telegram")
+        self._spawn = self._tasks.spawn  # a background task that stop() cancels
         self._tails: dict[str, asyncio.Future[None]] = {}
         self._logged: list[tuple[logging.Logger, logging.Filter]] = []
 
@@ -129,10 +130,7 @@ class TelegramChannel:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._supervisor
             self._supervisor = None
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.cancel_all(timeout=None)
         self._tails.clear()
         await self._webhook.stop()
         app = self._app
@@ -299,13 +297,6 @@ class TelegramChannel:
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._tails[key] = turn
         return self._spawn(self._dispatch(message, previous, turn, key), "telegram-inbound")
-
-    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        """A background task that stop() cancels."""
-        task = asyncio.create_task(work, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
 
     async def _dispatch(
         self,

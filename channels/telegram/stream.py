@@ -12,19 +12,16 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
 
 from telegram.error import BadRequest, TelegramError
 
+from channels.background import Spawn
 from channels.base import ChatRef
 from channels.chunking import split_markdown
 from channels.formatting import utf16_len
 from channels.telegram.delivery import TelegramSender
 from channels.telegram.errors import TelegramDeliveryError
 from channels.telegram.redaction import LOGGER_NAME
-
-Spawn = Callable[[Coroutine[Any, Any, None], str], "asyncio.Task[None]"]
 
 log = logging.getLogger(LOGGER_NAME)
 
