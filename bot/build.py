@@ -118,12 +118,12 @@ def build(
     owners = owner_ids(config, channels)  # whose DMs see the memory files
     index = SearchIndex(store, config.workspace, skills, owners, clock=clock)
     models = ModelChoices(store, config)
-    owner = OwnerLine(config, channels)
+    owner = OwnerLine(config, channels, telemetry)
     budget = Budget(agent.budget, store, owner.tell)
     gate = budget.notice if budget.enabled else None
 
     # The tools: the workspace's, chats', cron's and the MCP servers'; then `spawn`.
-    media = ChatMedia(config, channels)
+    media = ChatMedia(config, channels, telemetry)
     cron = JobBook(config, store)
     mcp = McpHost(config, telemetry.mcp_headers)
     messenger = ChatMessenger(config, store, channels, telemetry)
@@ -225,7 +225,7 @@ def build(
     status = DaemonStatus(config, channels, cluster, reporting)
     beacon = InstanceBeacon(store, status.snapshot, instance_id)
     live = DaemonControl(
-        config, gateway, scheduler, budget, channels, status.snapshot, gateway.commands
+        config, gateway, scheduler, budget, channels, status.snapshot, gateway.commands, telemetry
     )
     control = ControlServer(socket_path(config), config, store, live)
     web = None

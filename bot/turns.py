@@ -139,7 +139,8 @@ class TurnRunner:
             items, notices = await self.media.prepare(turn.items)
             if channel is not None and chat is not None:
                 for notice in notices:
-                    await channel.send(Outbound(chat, notice))
+                    with self.telemetry.send(chat.channel):
+                        await channel.send(Outbound(chat, notice))
             if not items:
                 return TurnOutcome(None, bool(notices) and channel is not None)
         text, images = _user_text(key, items)

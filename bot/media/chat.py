@@ -23,6 +23,7 @@ from bot.config.errors import ConfigError
 from bot.config.schema import Config
 from bot.lanes import Pending, Turn
 from bot.media.intake import MediaIntake
+from bot.observe.telemetry import OFF, Telemetry
 from bot.routing import decode_chat
 from channels import registry
 from channels.base import (
@@ -45,9 +46,12 @@ PHOTO_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 class ChatMedia:
     """See the module docstring. One per daemon."""
 
-    def __init__(self, config: Config, channels: Mapping[str, Channel]) -> None:
+    def __init__(
+        self, config: Config, channels: Mapping[str, Channel], telemetry: Telemetry = OFF
+    ) -> None:
         self._config = config
         self._channels = channels
+        self._telemetry = telemetry  # each notice and file a counted send
         self._triggers: dict[str, Inbound] = {}  # run id -> the message that started it
         self._acks: dict[tuple[str, str, str], asyncio.Future[bool]] = {}
         try:
@@ -80,7 +84,8 @@ class ChatMedia:
         channel = self._channels.get(pending.inbound.chat.channel)
         if channel is not None:
             for notice in notices:
-                await channel.send(Outbound(pending.inbound.chat, notice))
+                with self._telemetry.send(pending.inbound.chat.channel):
+                    await channel.send(Outbound(pending.inbound.chat, notice))
         for item in kept:
             turn.steer_with(item.inbound.text)
 
@@ -145,7 +150,10 @@ class ChatMedia:
             raise ToolError("this run has no chat that can receive files")
         as_photo = registry.capabilities(chat.channel).photos and media_type in PHOTO_TYPES
         try:
-            await channel.send_file(OutboundFile(chat, name, media_type, data, caption, as_photo))
+            with self._telemetry.send(chat.channel):
+                await channel.send_file(
+                    OutboundFile(chat, name, media_type, data, caption, as_photo)
+                )
         except Refused as exc:
             raise ToolError(f"the chat refused {name}: {exc}") from None
         return "as a photo" if as_photo else "as a document"

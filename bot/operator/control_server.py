@@ -33,6 +33,7 @@ from agents.tools.base import ToolError
 from bot.budget import Budget
 from bot.commands import NOTHING_TO_STOP
 from bot.config.schema import Config
+from bot.observe.telemetry import OFF, Telemetry
 from bot.operator.ops import run_op
 from bot.operator.ops_chat import default_chat_key, turn_reply
 from bot.operator.reply import LiveDaemon, OpContext, Reply
@@ -194,8 +195,10 @@ class DaemonControl:
         channels: Mapping[str, Channel],
         status: Callable[[], dict[str, Any]],
         commands: ChatCommands,
+        telemetry: Telemetry = OFF,
     ) -> None:
         self.config = config
+        self.telemetry = telemetry  # `perch send` is a counted send
         self.gateway = gateway
         self.scheduler = scheduler
         self.commands = commands
@@ -245,7 +248,8 @@ class DaemonControl:
         if channel is None:
             return Reply(2, err=f"perch send: channel {chat.channel} is not running\n")
         try:  # the owner's own words: sent as written (not model output to clean)
-            await channel.send(Outbound(chat, text))
+            with self.telemetry.send(chat.channel):
+                await channel.send(Outbound(chat, text))
         except Exception as exc:
             return Reply(1, err=f"perch send: delivery to {to} failed: {exc}\n")
         return Reply(0, f"Sent to {to}.\n")

@@ -17,7 +17,9 @@ from agents.model import Usage
 from agents.pricing import cost_usd
 from agents.tools.cron import CronRequest
 from bot.config.errors import ConfigError
+from bot.config.paths import socket_path
 from bot.daemon import Daemon, StartupError
+from bot.operator.control_client import call
 from bot.routing import encode_chat
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
@@ -290,3 +292,25 @@ async def test_a_taken_metrics_port_stops_the_start_with_one_line(
                 pass
     assert str(caught.value).startswith(f"serving metrics on 127.0.0.1:{port} failed: ")
     assert "\n" not in str(caught.value)
+
+
+async def test_every_message_the_daemon_sends_is_counted(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    """Not only replies: the owner's pairing notice and `perch send` reach the platform too,
+    and each is one counted send."""
+    chan = MemoryChannel("telegram")
+    overrides = {
+        **METRICS,
+        "channels.telegram.dm_policy": "pairing",
+        "channels.telegram.allow_from": ["owner1"],
+    }
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, overrides) as daemon:
+        before = await scrape(daemon)
+        await chan.say("let me in", chat_id="stranger")
+        await chan.wait_sent(2)  # the stranger's code, and the notice in the owner's DM
+        reply = await call(socket_path(daemon.config), "send", {"to": "owner", "text": "hi"})
+        assert reply is not None and reply.code == 0, reply
+        after = await scrape(daemon)
+    assert sorted(s.chat.chat_id for s in chan.sent) == ["owner1", "owner1", "stranger"]
+    assert moved(before, after) == {"perch_channel_sends_total{channel=telegram,outcome=ok}": 3}
