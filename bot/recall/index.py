@@ -118,6 +118,7 @@ class SearchIndex:
         owners: Owners | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        rescan_s: float = RESCAN_S,
     ) -> SearchIndex:
         """The index of `config`'s workspace, with vectors when `agent.recall.embeddings`
         names a provider. Raises ConfigError naming the key when it names no usable one."""
@@ -134,7 +135,9 @@ class SearchIndex:
         vectors = None
         if endpoint is not None and settings is not None:
             vectors = VectorIndex(store, Embedder(endpoint), settings)
-        return cls(store, config.workspace, skills, owners, clock=clock, vectors=vectors)
+        return cls(
+            store, config.workspace, skills, owners, clock=clock, rescan_s=rescan_s, vectors=vectors
+        )
 
     async def aclose(self) -> None:
         if self.vectors is not None:

@@ -180,7 +180,14 @@ class VectorIndex:
             self._unfinished = True
             return
         self._again, self._unfinished = False, False
-        self._task = asyncio.create_task(self._embed_missing())
+        self._task = asyncio.create_task(self._embed_all())
+
+    async def _embed_all(self) -> None:
+        try:
+            await self._embed_missing()
+        except Exception:  # the store, most likely: tried again at the next change
+            log.exception("recall embeddings: the vectors could not be kept")
+            self._unfinished = True
 
     async def _embed_missing(self) -> None:
         while True:
@@ -192,10 +199,6 @@ class VectorIndex:
                     rows = await self.embedder.embed([t for _, t in batch], BATCH_TIMEOUT_S)
                 except EmbeddingFailed as exc:
                     self._failed(str(exc))
-                    self._unfinished = True
-                    return
-                except Exception:
-                    log.exception("recall embeddings: the notes could not be embedded")
                     self._unfinished = True
                     return
                 self._answered()
@@ -235,7 +238,8 @@ class VectorIndex:
         if self._used + len(rows) > len(self._matrix) or self._matrix.shape[1] != rows.shape[1]:
             grown = np.zeros((max(2 * len(self._matrix), self._used + len(rows), 64),
                               rows.shape[1]), dtype=np.float32)  # fmt: skip
-            grown[: self._used] = self._matrix[: self._used]
+            if self._used:
+                grown[: self._used] = self._matrix[: self._used]
             self._matrix = grown
         self._matrix[self._used : self._used + len(rows)] = rows
         for n, digest in enumerate(digests):
@@ -263,10 +267,9 @@ class VectorIndex:
         if not self._failing:
             self._failing = True
             log.warning(
-                "recall embeddings (%s at %s): %s; recall ranks by words alone until they "
-                "answer again (tried again every %g s)",
+                "recall embeddings (%s): %s; recall ranks by words alone until they answer "
+                "again (tried again every %g s)",
                 self.space,
-                self.embedder.endpoint.base_url,
                 reason,
                 RETRY_S,
             )

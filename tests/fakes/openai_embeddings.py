@@ -5,7 +5,7 @@ It speaks the real wire format, so the real `openai` SDK parses it: `{"object": 
 vector base64 float32 (little-endian) when the request asks `encoding_format: base64` (what
 the SDK asks by default) or a list of floats, `dimensions` honoured (default 1536, as
 text-embedding-3-small). The vectors are deterministic: each word (lower case, a few stop
-words left out) is one signed coordinate picked by its hash, after `SYNONYMS` maps it to
+words left out) adds to three coordinates picked by its hash, after `SYNONYMS` maps it to
 the word it stands for, so "which city is my home?" and "I live in Lisbon" point the same
 way while texts sharing no word (nor synonym) are orthogonal but for rare collisions.
 `Embeddings.fault` scripts a failure: `"http500"`, `"garbage"` (not JSON), `"short"` (too
@@ -57,11 +57,9 @@ def fake_vector(text: str, dimensions: int = DIMENSIONS) -> list[float]:
     vector = [0.0] * dimensions
     words = [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOP]
     for word in words or ["(nothing)"]:
-        digest = hashlib.blake2b(SYNONYMS.get(word, word).encode(), digest_size=8).digest()
-        at = int.from_bytes(digest[:4], "little") % dimensions
-        vector[at] += 1.0 if digest[4] & 1 else -1.0
-    if not any(vector):  # opposite signs cancelled: still a direction of its own
-        vector[0] = 1.0
+        digest = hashlib.blake2b(SYNONYMS.get(word, word).encode(), digest_size=12).digest()
+        for n in range(3):  # three coordinates a word: two words rarely share them all
+            vector[int.from_bytes(digest[4 * n : 4 * n + 4], "little") % dimensions] += 1.0
     return vector
 
 
