@@ -9,7 +9,9 @@ chat may see), and scores each document of either once:
   vector is still being made): its text score alone.
 `closeness` maps a cosine similarity to 0..1 along the configured `floor` (unrelated: 0) and
 `ceiling` (the same thing: 1), so a score stays a share of "about everything the message
-asks" and one `min_score` still keeps off-topic messages from recalling anything. Pure.
+asks" and one `min_score` still keeps off-topic messages from recalling anything. A note
+found by its vector alone but outside the words' `CANDIDATES` counts 0 for its words (its
+words matched less than the candidates' did, if at all). Pure.
 """
 
 from __future__ import annotations
