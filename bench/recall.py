@@ -13,7 +13,16 @@ law). Figures: wall time and CPU time per turn (median and p95 of `--turns`), an
 related and unrelated turns recalled something.
 `--postgresql` runs the same against a throwaway PostgreSQL server (its binaries needed).
 
+With embeddings (`agent.recall.embeddings`): the same 10,000 notes embedded through the real
+`openai` SDK by the fake OpenAI server (`tests/fakes/openai_embeddings.py`; `--dimensions`:
+text-embedding-3-small's own 1536 and 512, its shortened size; the time is reported), then per turn what the
+vectors add besides the question's one request: the nearest notes among those the chat may
+see (`VectorIndex.closest`, one matrix product) and the blend with the words' candidates
+(the question's vector is asked beforehand, so the fake server's latency is left out), and
+apart, the whole hybrid search with that request to the fake on loopback.
+
     .venv/bin/python -m bench.recall [--turns 300] [--notes 10000] [--messages 100000]
+        [--dimensions 1536 512]
 """
 
 from __future__ import annotations
@@ -29,12 +38,18 @@ from pathlib import Path
 from agents.model import Message
 from bench.report import Report, parser, percentile
 from bot.config.agent import RecallConfig
+from bot.config.embeddings import EmbeddingsConfig, EmbeddingsEndpoint
+from bot.recall.embedder import Embedder
+from bot.recall.hybrid import blend
 from bot.recall.index import SearchIndex
 from bot.recall.turn_recall import TurnRecall
+from bot.recall.vectors import VectorIndex
+from bot.recall.visibility import visible_scopes
 from bot.sessions import SessionKey
 from bot.store.open import open_store
 from bot.store.roles import Store
 from bot.store.rows import encode_message
+from bot.store.search_rows import CANDIDATES, SearchQuery
 
 TARGET_MS = 2.0
 VOCABULARY = 30_000
@@ -154,6 +169,49 @@ async def measure(report: Report, store: Store, root: Path, args: object, label:
     report.add(f"{label}: unrelated turns that recalled something", 100 * found[False] / half, "%")
 
 
+async def measure_vectors(
+    report: Report, store: Store, root: Path, args: object, dims: int
+) -> None:
+    from tests.fakes.openai import FakeOpenAI
+
+    rng = random.Random(35)
+    words = Words(rng)
+    workspace = root / "workspace"
+    write_notes(workspace, words, args.notes)  # type: ignore[attr-defined]
+    label = f"embeddings ({dims} dimensions)"
+    async with FakeOpenAI(api_key="bench") as fake:
+        settings = EmbeddingsConfig(provider="bench", dimensions=dims)
+        endpoint = EmbeddingsEndpoint("bench", fake.base_url, "bench", settings.model, dims, 5.0)
+        vectors = VectorIndex(store, Embedder(endpoint), settings)
+        index = SearchIndex(store, workspace, vectors=vectors)
+        began = time.perf_counter()
+        await index.refresh()
+        await index.settle()
+        report.add(f"{label}: index and embed {vectors.count():,} notes", time.perf_counter() - began, "s")  # fmt: skip
+        owner = SessionKey.dm("main", "cli", "default", "owner")  # sees the notes
+        vector_ms, whole_ms = [], []
+        for _ in range(args.turns):  # type: ignore[attr-defined]
+            query = SearchQuery.of(
+                words.text(6, 25), scopes=visible_scopes(owner, {}), limit=5, min_score=0.5
+            )
+            (asked,) = await vectors.embedder.embed([query.text], 5.0)
+            text_hits = await store.search(SearchQuery.of(query.text, scopes=query.scopes,
+                                                          limit=CANDIDATES))  # fmt: skip
+            began = time.perf_counter()
+            near = vectors.closest(asked, query)
+            blend(query, text_hits, near.top, near.cosine, weight=0.5, floor=0.2, ceiling=0.6)
+            vector_ms.append((time.perf_counter() - began) * 1e3)
+            began = time.perf_counter()
+            await index.search(query)
+            whole_ms.append((time.perf_counter() - began) * 1e3)
+        report.add(f"{label}: per turn, the vectors' part (nearest + blend), median",
+                   statistics.median(vector_ms), "ms", target=TARGET_MS)  # fmt: skip
+        report.add(f"{label}: per turn, the vectors' part, p95", percentile(vector_ms, 95), "ms")
+        report.add(f"{label}: per turn, the whole hybrid search incl. the fake server's round trip, median",
+                   statistics.median(whole_ms), "ms")  # fmt: skip
+        await index.aclose()
+
+
 async def run(args: object) -> None:
     report = Report(
         "recall", "13. Recall: the search index per turn (10,000 notes, 100,000 messages)"
@@ -164,6 +222,13 @@ async def run(args: object) -> None:
             await measure(report, store, Path(tmp), args, "SQLite")
         finally:
             await store.close()
+    for dimensions in args.dimensions:  # type: ignore[attr-defined]
+        with tempfile.TemporaryDirectory() as tmp:
+            store = await open_store(Path(tmp) / "data" / "perch.db")
+            try:
+                await measure_vectors(report, store, Path(tmp), args, dimensions)
+            finally:
+                await store.close()
     if args.postgresql:  # type: ignore[attr-defined]
         from tests.store_backends import new_database, throwaway_postgres
 
@@ -185,6 +250,8 @@ def main() -> None:
     cli.add_argument("--notes", type=int, default=10_000)
     cli.add_argument("--messages", type=int, default=100_000)
     cli.add_argument("--postgresql", action="store_true", help="also on a throwaway PostgreSQL")
+    cli.add_argument("--dimensions", type=int, nargs="*", default=[1536, 512],
+                     help="the embeddings' sizes measured (none: no embeddings)")  # fmt: skip
     asyncio.run(run(cli.parse_args()))
 
 

@@ -116,7 +116,7 @@ def build(
     )
     skills = skill_catalog(config)  # read by the prompt, read_skill and exec alike
     owners = owner_ids(config, channels)  # whose DMs see the memory files
-    index = SearchIndex(store, config.workspace, skills, owners, clock=clock)
+    index = SearchIndex.from_config(config, store, skills, owners, clock=clock)
     models = ModelChoices(store, config)
     owner = OwnerLine(config, channels, telemetry)
     budget = Budget(agent.budget, store, owner.tell)

@@ -253,6 +253,7 @@ class Daemon:
                 ("upkeep", parts.upkeep.stop),
                 ("channels", parts.cluster.close),
                 ("model client", parts.client.aclose),
+                ("search index", parts.index.aclose),  # its embeddings' client
                 ("telemetry", parts.telemetry.aclose),  # the last spans, within a bound
                 ("instance row", parts.beacon.gone),
             ]

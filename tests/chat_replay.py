@@ -87,6 +87,7 @@ class ChatReplay:
         if self.parts is not None:
             await self.parts.upkeep.stop()
             await self.parts.client.aclose()
+            await self.parts.index.aclose()
         if self.store is not None:
             await self.store.close()
 

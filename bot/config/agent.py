@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from bot.config.embeddings import EmbeddingsConfig
+
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -159,6 +161,7 @@ class RecallConfig(StrictModel):
     max_tokens: int = Field(600, ge=50, le=8000)  # the whole block, 4 characters a token
     sources: list[RecallSource] = Field(default_factory=_all_sources)
     min_score: float = Field(0.5, ge=0.0, le=1.0)  # 1.0: a note about all the message asks
+    embeddings: EmbeddingsConfig | None = None  # hybrid ranking of notes and skills (off)
 
 
 class BudgetConfig(BaseModel):

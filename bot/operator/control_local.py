@@ -69,6 +69,7 @@ async def _run(config: Config, store: Store, key: SessionKey, text: str) -> Repl
     if problem is not None:
         return Reply(78, err=f"perch chat: {problem}\n")
     client = build_router(config)  # the daemon's provider routing, same models
+    index: SearchIndex | None = None
     try:
         notice = await Budget(config.agent.budget, store).notice()
         if notice:
@@ -82,7 +83,7 @@ async def _run(config: Config, store: Store, key: SessionKey, text: str) -> Repl
             max_tool_result_chars=config.agent.max_tool_result_chars,
         )
         skills = skill_catalog(config)
-        index = SearchIndex(store, config.workspace, skills)
+        index = SearchIndex.from_config(config, store, skills)
         tools = build_tools(config, skills=skills, index=index)
         listed = skills if "read_skill" in tools else None  # as the daemon does (bot/build.py)
         prompts = PromptBuilder(config.workspace, skills=listed)
@@ -98,4 +99,6 @@ async def _run(config: Config, store: Store, key: SessionKey, text: str) -> Repl
         return turn_reply(outcome)
     finally:
         await client.aclose()
+        if index is not None:
+            await index.aclose()
         await store.close()

@@ -5,7 +5,9 @@ process when no daemon runs (the model key is never needed). A search first brin
 memory files and skills up to date (`SearchIndex.refresh`), then shows every scope (the
 operator sees what each chat may recall, labelled with whose it is), best first, each hit
 with its score, source, where it came from and when. A rebuild makes the whole index again
-from the workspace and the store.
+from the workspace and the store, and the embeddings' vectors too when they are configured.
+Both rank as the daemon does: by words and vectors together when `agent.recall.embeddings`
+names a provider.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ MAX_LIMIT = 100
 
 
 def _index(ctx: OpContext) -> SearchIndex:
-    return SearchIndex(ctx.store, ctx.config.workspace, skill_catalog(ctx.config))
+    """The index as the daemon's (with its embeddings when configured); close it after use."""
+    return SearchIndex.from_config(ctx.config, ctx.store, skill_catalog(ctx.config))
 
 
 def _where(hit: SearchHit) -> str:
@@ -51,7 +54,11 @@ async def op_memory_search(ctx: OpContext, args: dict[str, Any]) -> Reply:
         return Reply(2, err=f"perch memory search: --limit must be 1 to {MAX_LIMIT}\n")
     min_score = float(args.get("min_score") or 0.0)
     asked = SearchQuery.of(query, sources=sources, scopes=None, limit=limit, min_score=min_score)
-    hits = await _index(ctx).search(asked)
+    index = _index(ctx)
+    try:
+        hits = await index.search(asked)
+    finally:
+        await index.aclose()
     if args.get("json"):
         records = [
             {
@@ -78,7 +85,13 @@ async def op_memory_search(ctx: OpContext, args: dict[str, Any]) -> Reply:
 
 
 async def op_memory_rebuild(ctx: OpContext, args: dict[str, Any]) -> Reply:
-    counts = await _index(ctx).rebuild()
+    index = _index(ctx)
+    try:
+        counts = await index.rebuild()
+    finally:
+        await index.aclose()
     parts = [f"{counts.get(source, 0):,} {name}" for source, name in
              (("memory", "memory notes"), ("sessions", "messages"), ("skills", "skills"))]  # fmt: skip
+    if "vectors" in counts:  # agent.recall.embeddings: every note and skill embedded again
+        parts.append(f"{counts['vectors']:,} embedded")
     return Reply(0, f"Rebuilt the search index: {', '.join(parts)}.\n")

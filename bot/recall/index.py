@@ -21,6 +21,12 @@ fails a turn: a problem is logged and the index catches up on the next change.
 
 It is also what the memory tools and `skill_search` search through (`search_memory`,
 `find_skills`), each chat seeing only what `bot/recall/visibility.py` lets it.
+
+With `agent.recall.embeddings` set (`from_config`), a `VectorIndex` (`bot/recall/vectors.py`)
+is told of every memory and skills group written, embeds them in the background (a run's
+memory writes are looked for right after it is saved, so they are embedded before the next
+message), and every search ranks the words' candidates and the nearest notes and skills
+together (`bot/recall/hybrid.py`); when the embeddings fail, by words alone.
 """
 
 from __future__ import annotations
@@ -29,8 +35,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from agents.model import Message
 from agents.recall import Recalled
@@ -43,6 +50,7 @@ from bot.recall.documents import (
     skill_documents,
     summary_document,
 )
+from bot.recall.hybrid import blend
 from bot.recall.memory_files import (
     MEMORY_FILE,
     MemoryFile,
@@ -55,8 +63,12 @@ from bot.recall.visibility import Owners, describe, scope_of, visible_scopes
 from bot.sessions import SessionKey
 from bot.store.roles import Copying, Search
 from bot.store.rows import decode_message
-from bot.store.search_rows import SearchDocument, SearchHit, SearchQuery
+from bot.store.search_rows import CANDIDATES, SearchDocument, SearchHit, SearchQuery
 from bot.store.search_text import snippet
+
+if TYPE_CHECKING:
+    from bot.config.schema import Config
+    from bot.recall.vectors import VectorIndex  # numpy: loaded only where embeddings are on
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +93,7 @@ class SearchIndex:
         *,
         clock: Callable[[], float] = time.time,
         rescan_s: float = RESCAN_S,
+        vectors: VectorIndex | None = None,
     ) -> None:
         self.store = store
         self.rescan_s = rescan_s  # every memory file is looked at again after this
@@ -94,6 +107,46 @@ class SearchIndex:
         self._looked = float("-inf")  # when (time.monotonic)
         self._skills_generation = -1
         self._syncing = asyncio.Lock()
+        self.vectors = vectors  # hybrid ranking, when embeddings are configured
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Config,
+        store: IndexStore,
+        skills: SkillCatalog | None = None,
+        owners: Owners | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        rescan_s: float = RESCAN_S,
+    ) -> SearchIndex:
+        """The index of `config`'s workspace, with vectors when `agent.recall.embeddings`
+        names a provider. Raises ConfigError naming the key when it names no usable one."""
+        from bot.config.embeddings import embeddings_endpoint
+        from bot.config.errors import ConfigError
+        from bot.recall.embedder import Embedder
+        from bot.recall.vectors import VectorIndex
+
+        try:
+            endpoint = embeddings_endpoint(config)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        settings = config.agent.recall.embeddings
+        vectors = None
+        if endpoint is not None and settings is not None:
+            vectors = VectorIndex(store, Embedder(endpoint), settings)
+        return cls(
+            store, config.workspace, skills, owners, clock=clock, rescan_s=rescan_s, vectors=vectors
+        )
+
+    async def aclose(self) -> None:
+        if self.vectors is not None:
+            await self.vectors.aclose()
+
+    async def settle(self) -> None:
+        """Wait for the background embedding (if any) to end."""
+        if self.vectors is not None:
+            await self.vectors.settle()
 
     # -- keeping it current ----------------------------------------------------------------
 
@@ -103,6 +156,8 @@ class SearchIndex:
             try:
                 await self._sync_memory()
                 await self._sync_skills()
+                if self.vectors is not None:
+                    await self.vectors.load()  # once
             except Exception:
                 log.exception("search index: could not bring memory files and skills up to date")
 
@@ -118,9 +173,13 @@ class SearchIndex:
             notes = memory_notes(path, text or "", file.mtime)
             await self.store.replace_group("memory", path, notes, file.stamp)
             self._memory[path] = file.stamp
+            if self.vectors is not None:
+                self.vectors.replaced("memory", path, notes)
         for path in [p for p in self._memory if p not in files]:
             await self.store.remove_group("memory", path)
             del self._memory[path]
+            if self.vectors is not None:
+                self.vectors.removed("memory", path)
 
     def _look(self) -> dict[str, MemoryFile]:
         """The memory files now: all of them, or the few that change between full looks."""
@@ -149,6 +208,8 @@ class SearchIndex:
         docs, stamp = skill_documents(found)
         if force or (await self.store.search_stamps("skills")).get(SKILLS_GROUP) != stamp:
             await self.store.replace_group("skills", SKILLS_GROUP, docs, stamp)
+            if self.vectors is not None:
+                self.vectors.replaced("skills", SKILLS_GROUP, docs)
         self._skills_generation = self.skills.generation
 
     async def index_run(
@@ -161,6 +222,8 @@ class SearchIndex:
             )
         except Exception:
             log.exception("search index: the run of %s could not be indexed", key)
+        if self.vectors is not None:
+            await self.refresh()  # the run's memory writes, embedded before the next message
 
     async def rebuild(self, progress: Callable[[str], None] | None = None) -> dict[str, int]:
         """Everything again, from the workspace and the store; the documents per source."""
@@ -169,7 +232,10 @@ class SearchIndex:
             await self._sync_memory(force=True)
             await self._sync_skills(force=True)
         await self._index_conversations(progress)
-        return await self.store.search_counts()
+        counts = await self.store.search_counts()
+        if self.vectors is not None:
+            counts["vectors"] = await self.vectors.rebuild()
+        return counts
 
     async def ensure_built(self) -> None:
         """Index the stored conversations once if they never were (never raises)."""
@@ -218,8 +284,25 @@ class SearchIndex:
     # -- searching -------------------------------------------------------------------------
 
     async def search(self, query: SearchQuery) -> list[SearchHit]:
+        """The hits of `query`: by words, or by words and vectors together when embeddings
+        are configured and answer (never raises for them)."""
         await self.refresh()
-        return await self.store.search(query)
+        if self.vectors is None or not query.text:
+            return await self.store.search(query)
+        wide = replace(query, limit=CANDIDATES, min_score=0.0)
+        text_hits, near = await asyncio.gather(self.store.search(wide), self.vectors.nearest(query))
+        if near is None:
+            return [h for h in text_hits if h.score >= query.min_score][: query.limit]
+        s = self.vectors.settings
+        return blend(
+            query,
+            text_hits,
+            near.top,
+            near.cosine,
+            weight=s.weight,
+            floor=s.floor,
+            ceiling=s.ceiling,
+        )
 
     async def search_memory(self, query: str, *, session_key: str, limit: int) -> list[Recalled]:
         """`memory_search`: memory notes and conversations this chat may see, best first."""

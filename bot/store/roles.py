@@ -15,7 +15,7 @@ blocks it was saved with, in order.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from agents.model import Message, Usage
@@ -349,6 +349,22 @@ class Search(Protocol):
 
     async def search_counts(self) -> dict[str, int]:
         """How many documents each source holds."""
+
+    async def search_documents(self, source: SearchSource) -> list[SearchDocument]:
+        """Every document of `source` (the vectors of recall's embeddings are made for them)."""
+
+    async def save_vectors(self, space: str, vectors: Mapping[str, bytes]) -> None:
+        """Keep vectors of `space` (a provider, model and size) by the digest of the text they
+        were made from (float32, little-endian); one of the same digest is replaced."""
+
+    async def load_vectors(self, space: str) -> dict[str, bytes]:
+        """Every vector of `space`, by digest."""
+
+    async def drop_vectors(self, space: str, digests: Collection[str]) -> None:
+        """Forget these vectors of `space` (no document holds their text any more)."""
+
+    async def clear_vectors(self, keep: str | None = None) -> None:
+        """Forget every vector of a space other than `keep` (None: every vector)."""
 
 
 class Store(

@@ -63,7 +63,8 @@ class SearchDocument:
 class SearchQuery:
     """Documents of `sources`, in `scopes` (None: every scope, the operator's view), not
     in `exclude_groups`, scoring at least `min_score`, best first, at most `limit`.
-    `terms` are the main terms with their weights, `context` the context terms'."""
+    `terms` are the main terms with their weights, `context` the context terms'; `text` is
+    the message itself (what recall's embeddings compare, `bot/recall/vectors.py`)."""
 
     terms: Mapping[str, float]
     context: Mapping[str, float] = field(default_factory=dict)
@@ -72,6 +73,7 @@ class SearchQuery:
     exclude_groups: tuple[str, ...] = ()
     limit: int = 10
     min_score: float = 0.0
+    text: str = ""
 
     @classmethod
     def of(
@@ -92,7 +94,8 @@ class SearchQuery:
         main = dict(list(main.items())[-MAX_QUERY_TERMS:])
         extra = {t: context_weight for t in terms_of(context[-MAX_QUERY_CHARS:]) if t not in main}
         extra = dict(list(extra.items())[: MAX_QUERY_TERMS - len(main)])
-        return cls(main, extra, sources, scopes, exclude_groups, limit, min_score)
+        asked = text[-MAX_QUERY_CHARS:].strip()
+        return cls(main, extra, sources, scopes, exclude_groups, limit, min_score, asked)
 
     @property
     def all_terms(self) -> list[str]:

@@ -8,6 +8,8 @@ chunk with no choices when `stream_options.include_usage` is set, errors as
 `{"error": {...}}` with status (and `retry-after`), a mid-stream error as an error object in
 the stream. `reasoning` (if set) is streamed as `reasoning_content` and `reasoning` deltas
 before every answer, as DeepSeek and vLLM do. `GET /v1/models` lists `models`.
+`POST /v1/embeddings` answers deterministic vectors (`tests/fakes/openai_embeddings.py`;
+`fake.embeddings` holds its requests and scripted fault).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.anthropic import Reply, _new_id
+from tests.fakes.openai_embeddings import Embeddings
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -70,6 +73,7 @@ class FakeOpenAI:
         self.default: Callable[[dict[str, Any]], Reply] = echo
         self.models = list(models) or ["qwen3:8b", "gpt-test"]
         self.reasoning = ""
+        self.embeddings = Embeddings()
         self.in_flight = 0
         self._api_key = api_key
         self._queue: list[Reply] = []
@@ -83,6 +87,7 @@ class FakeOpenAI:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2, handler_cancellation=True)
         await self._runner.setup()
         site: web.BaseSite
@@ -139,6 +144,11 @@ class FakeOpenAI:
             return denied
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
         return web.json_response({"object": "list", "data": data})
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        if (denied := self._denied(request)) is not None:
+            return denied
+        return await self.embeddings.answer(json.loads(await request.read()))
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()

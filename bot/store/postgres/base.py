@@ -200,6 +200,15 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (source, grp)
     );
     """,
+    # 6: recall's embeddings: vectors by space and text digest (postgres/vectors.py)
+    """
+    CREATE TABLE search_vectors (
+        space TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        vector BYTEA NOT NULL,
+        PRIMARY KEY (space, digest)
+    );
+    """,
 ]
 
 

@@ -2,8 +2,9 @@
 
 `await PostgresStore.open("postgresql://user@host/db")` opens a connection pool and upgrades
 the schema with its own `MIGRATIONS` (`perch_schema` holds the version). The store's parts
-live next to it: sessions and history in `store_pg_sessions.py`, inbox, pairing and cron in
-`store_pg_queues.py`, schema and the shared pool in `store_pg_base.py`.
+live next to it: sessions and history in `sessions.py`, inbox, pairing and cron in
+`queues.py`, claims and stops in `claims.py`, the search index in `search.py` and its
+embeddings' vectors in `vectors.py`, schema and the shared pool in `base.py`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from bot.store.postgres.claims import PostgresClaims
 from bot.store.postgres.queues import PostgresQueues
 from bot.store.postgres.search import PostgresSearch
 from bot.store.postgres.sessions import PostgresSessions
+from bot.store.postgres.vectors import PostgresVectors
 from bot.store.rows import COPY_COLUMNS, INBOX_LEASE, CopyRow, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -34,7 +36,9 @@ _IDENTITY = ("messages", "inbox", "usage", "cron_runs")
 CONNECT_TIMEOUT = 10.0
 
 
-class PostgresStore(PostgresSessions, PostgresQueues, PostgresClaims, PostgresSearch):
+class PostgresStore(
+    PostgresSessions, PostgresQueues, PostgresClaims, PostgresSearch, PostgresVectors
+):
     """The daemon's database on a PostgreSQL server."""
 
     latest_schema = len(MIGRATIONS)

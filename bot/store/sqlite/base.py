@@ -192,6 +192,15 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (source, grp)
     );
     """,
+    # 7: recall's embeddings: vectors by space and text digest (sqlite/vectors.py)
+    """
+    CREATE TABLE search_vectors (
+        space TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (space, digest)
+    ) WITHOUT ROWID;
+    """,
 ]
 
 

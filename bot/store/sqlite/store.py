@@ -4,8 +4,8 @@
 in WAL mode, and upgrades the schema with the ordered `MIGRATIONS` (`PRAGMA user_version`).
 The store's parts live next to it: sessions and history in `sessions.py`, inbox, pairing, cron
 and instances in `queues.py`, claims and stops in `claims.py`, the search index in
-`search.py`, schema and the shared
-connection in `base.py`.
+`search.py` and its embeddings' vectors in `vectors.py`, schema and the shared connection in
+`base.py`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from bot.store.sqlite.queues import SQLiteQueues
 from bot.store.sqlite.search import SQLiteSearch
 from bot.store.sqlite.sessions import SQLiteSessions
 from bot.store.sqlite.thread import SQLiteThread
+from bot.store.sqlite.vectors import SQLiteVectors
 
 
-class SQLiteStore(SQLiteSessions, SQLiteQueues, SQLiteClaims, SQLiteSearch):
+class SQLiteStore(SQLiteSessions, SQLiteQueues, SQLiteClaims, SQLiteSearch, SQLiteVectors):
     """The daemon's database in one SQLite file (or `:memory:`)."""
 
     latest_schema = len(MIGRATIONS)
