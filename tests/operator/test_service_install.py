@@ -86,7 +86,7 @@ def run_script(root: Path, unit: dict[str, list[str]], notify: str) -> str:
             f'{skip}) ;; *) mount -o remount,bind,ro "$m" ;; esac; done'
         )
     if unit.get("PrivateTmp", ["no"])[-1] == "yes":
-        lines.append("mount -t tmpfs tmpfs /tmp")
+        lines += private_tmp()
     if unit.get("ProtectHome", ["no"])[-1] == "yes":
         lines.append(
             "for h in /home /root /run/user; do [ -d $h ] && mount -t tmpfs -o ro,mode=0 tmpfs $h; done; true"
@@ -98,6 +98,19 @@ def run_script(root: Path, unit: dict[str, list[str]], notify: str) -> str:
         f"env -i {assignments} {shlex.join(command)}"
     )
     return "\n".join(lines)
+
+
+def private_tmp() -> list[str]:
+    """`PrivateTmp=`: an empty /tmp, in which a checkout (and the test's venv) that lives under
+    /tmp stays visible, read-only, as the test's own scaffolding: an installed Perch keeps its
+    dependencies in /opt, this one finds them in the test's venv."""
+    kept = list(dict.fromkeys([str(REPO), sysconfig.get_paths()["purelib"]]))
+    kept = [p for p in kept if p.startswith("/tmp/") and not p.startswith(str(REPO) + "/")]
+    lines = ["mount --bind /tmp /mnt"] if kept else []  # the host's /tmp, for a moment
+    lines.append("mount -t tmpfs tmpfs /tmp")
+    for path in kept:
+        lines += [f"mkdir -p {path}", f"mount --bind /mnt{path.removeprefix('/tmp')} {path}"]
+    return [*lines, "umount -l /mnt"] if kept else lines
 
 
 def mounts(root: Path) -> str:
@@ -143,10 +156,20 @@ def notify_socket() -> tuple[socket.socket, str]:
     return sock, name
 
 
-def wait_ready(sock: socket.socket) -> tuple[int, int]:
-    """(pid, uid) of the process that sent READY=1."""
+def wait_ready(sock: socket.socket, daemon: subprocess.Popen[str]) -> tuple[int, int]:
+    """(pid, uid) of the process that sent READY=1; a daemon that exits first fails the test
+    with what it said."""
+    deadline = time.monotonic() + 120
+    sock.settimeout(0.5)
     while True:
-        data, ancillary, _, _ = sock.recvmsg(4096, socket.CMSG_SPACE(12))
+        try:
+            data, ancillary, _, _ = sock.recvmsg(4096, socket.CMSG_SPACE(12))
+        except TimeoutError:
+            if daemon.poll() is not None:
+                _, err = daemon.communicate(timeout=10)
+                pytest.fail(f"the service exited ({daemon.returncode}) before READY: {err[-3000:]}")
+            assert time.monotonic() < deadline, "no READY=1 within 120 s"
+            continue
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
                 pid, uid, _ = struct.unpack("iII", payload[:12])
@@ -213,7 +236,7 @@ def test_install_sh_gives_a_service_that_starts_and_answers_under_the_unit(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        pid, uid = wait_ready(sock)
+        pid, uid = wait_ready(sock, daemon)
         assert uid == pwd_uid(root, "perch") != 0
         as_service = ["nsenter", "-t", str(pid), "-m", "--", "setpriv", "--reuid=perch",
                       "--regid=perch", "--init-groups", "--", "env", "-i", "HOME=/var/lib/perch",
