@@ -2,10 +2,10 @@
 
 A provider whose key or address kept an unset `${...}` is reported without a call, and no
 request goes to a public host without a key (a loopback or private address may need none).
-A provider is checked when `agent.model` or a fallback uses it, or when it is configured with
-a key or `models:`. Anthropic kinds get a free `count_tokens` call with the model used;
-OpenAI kinds list `GET /models` (key accepted, and each used or offered model listed; an
-endpoint that cannot list models is reported as reachable only). Results are
+A provider is checked when `agent.model`, a fallback or `agent.recall.embeddings` uses it, or
+when it is configured with a key or `models:`. Anthropic kinds get a free `count_tokens` call
+with the model used; OpenAI kinds list `GET /models` (key accepted, and each used or offered
+model listed; an endpoint that cannot list models is reported as reachable only). Results are
 `(ok, name, detail, fix)` tuples the doctor prints; the check of the `anthropic` provider is
 named `model`, any other `model <provider>`.
 """
@@ -35,6 +35,9 @@ def _models_of(config: Config, provider: str) -> list[str]:
         owner, model = split_model(config, name)
         if owner == provider and model not in out:
             out.append(model)
+    embeddings = config.agent.recall.embeddings  # recall's vectors use a model too
+    if embeddings is not None and embeddings.provider == provider and embeddings.model not in out:
+        out.append(embeddings.model)
     return out
 
 

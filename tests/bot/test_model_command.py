@@ -201,3 +201,25 @@ async def test_doctor_checks_each_provider_and_names_the_failing_one(
         .line()
         .startswith("FAIL  model local: provider local: the API key was rejected (401)")
     )
+
+
+async def test_doctor_checks_the_embeddings_provider_and_model(
+    tmp_path: Path, servers: tuple[FakeAnthropic, FakeOpenAI]
+) -> None:
+    """A provider only recall's embeddings use is checked too, with the embeddings model."""
+    claude, local = servers
+    overrides = settings(claude, local)
+    overrides["providers"]["vectors"] = {"kind": "openai", "base_url": local.base_url}
+    overrides["agent.recall.embeddings"] = {"provider": "vectors", "model": "gpt-test"}
+    checks = {
+        c.name: c for c in await run_checks(make_config(tmp_path, claude.base_url, overrides))
+    }
+    assert checks["model vectors"].ok
+    assert "provider vectors: gpt-test listed" in checks["model vectors"].detail
+
+    overrides["agent.recall.embeddings"]["model"] = "embed-missing"
+    checks = {
+        c.name: c for c in await run_checks(make_config(tmp_path, claude.base_url, overrides))
+    }
+    assert not checks["model vectors"].ok
+    assert "provider vectors does not list embed-missing" in checks["model vectors"].detail
