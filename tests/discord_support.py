@@ -1,9 +1,8 @@
-"""What the Discord channel tests share: the inbox handler, options pointed at the fake, a
+"""What the Discord channel tests share: options pointed at the fake, a
 running channel, and the fence check."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -13,28 +12,11 @@ from channels.chunking import parse_fence
 from channels.discord.adapter import DiscordChannel
 from channels.discord.options import DiscordOptions
 from tests.fakes import discord_payloads as p
+from tests.fakes.chat import Inbox
 from tests.fakes.discord import FakeDiscord
 
 MESSAGES = "POST /channels/{channel_id}/messages"
 EDIT = "PATCH /channels/{channel_id}/messages/{message_id}"
-
-
-class Inbox:
-    """The on_message handler: keeps what arrives and lets a test wait for it."""
-
-    def __init__(self) -> None:
-        self.items: list[Inbound] = []
-        self._changed = asyncio.Condition()
-
-    async def __call__(self, inbound: Inbound) -> None:
-        async with self._changed:
-            self.items.append(inbound)
-            self._changed.notify_all()
-
-    async def get(self, n: int = 1, timeout: float = 5.0) -> Inbound:
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.items) >= n), timeout)
-        return self.items[n - 1]
 
 
 def make_options(fake: FakeDiscord, **overrides: Any) -> DiscordOptions:

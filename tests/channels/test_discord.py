@@ -13,12 +13,12 @@ from channels.base import Attachment, Channel, ChatRef, Image, Inbound, Outbound
 from channels.discord.adapter import DiscordChannel
 from tests.discord_support import (
     MESSAGES,
-    Inbox,
     channel_chat,
     make_options,
     running,
 )
 from tests.fakes import discord_payloads as p
+from tests.fakes.chat import Inbox
 from tests.fakes.discord import ALICE, BOB, OTHER_BOT, FakeDiscord
 from tests.waiting import eventually
 

@@ -29,29 +29,11 @@ from channels.slack.adapter import (
     normalise_slack_text,
 )
 from channels.slack.render import render_slack_mrkdwn
+from tests.fakes.chat import Inbox
 from tests.fakes.slack import BOT_USER_ID, TEAM_ID, FakeSlack, event_payload, sign
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(20)
-
-
-class Inbox:
-    """The on_message handler: keeps what arrives and lets a test wait for it."""
-
-    def __init__(self) -> None:
-        self.items: list[Inbound] = []
-        self._changed = asyncio.Condition()
-
-    async def __call__(self, inbound: Inbound) -> None:
-        async with self._changed:
-            self.items.append(inbound)
-            self._changed.notify_all()
-
-    async def get(self, n: int = 1, timeout: float = 5.0) -> Inbound:
-        """The n-th Inbound (1-based), waiting for it to arrive."""
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.items) >= n), timeout)
-        return self.items[n - 1]
 
 
 def make_options(fake: FakeSlack, **overrides: Any) -> SlackOptions:

@@ -5,6 +5,7 @@ declares its options model (`MemoryOptions`) and factory, so `channels.registry.
 lets a config enable it by key. `MemoryChannel(name)` satisfies the `Channel` protocol. `say(...)` builds an `Inbound` and
 awaits the gateway's handler; `sent` records every delivered text per chat; typing and
 stream activity are recorded too, so tests can assert that typing stops and previews end.
+`Inbox` is the other side, for a real platform adapter's tests: the handler it delivers to.
 """
 
 from __future__ import annotations
@@ -177,3 +178,22 @@ def memory_plugin(key: str = "memory") -> ChannelPlugin:
         create=create,
         capabilities=Capabilities(can_edit=True, can_type=True, chat_hint="You are in memory."),
     )
+
+
+class Inbox:
+    """The on_message handler: keeps what arrives and lets a test wait for it."""
+
+    def __init__(self) -> None:
+        self.items: list[Inbound] = []
+        self._changed = asyncio.Condition()
+
+    async def __call__(self, inbound: Inbound) -> None:
+        async with self._changed:
+            self.items.append(inbound)
+            self._changed.notify_all()
+
+    async def get(self, n: int = 1, timeout: float = 5.0) -> Inbound:
+        """The n-th Inbound (1-based), waiting for it to arrive."""
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.items) >= n), timeout)
+        return self.items[n - 1]

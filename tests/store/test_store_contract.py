@@ -898,15 +898,22 @@ async def test_a_clean_stop_frees_rows_and_claims_at_once(backend: Backend) -> N
 # -- claims ------------------------------------------------------------------------------
 
 
+async def hold_both(one: Any, two: Any) -> str:
+    """Two handles as two instances: on a shared store each holds its own; on a file (one
+    daemon per file) the second is another holder's view. The first's instance id."""
+    instance = await one.hold_instance()
+    if one.shared:
+        await two.hold_instance()
+    else:
+        two.holder = "other"
+    return instance
+
+
 async def test_a_claim_goes_to_one_instance_until_released_or_expired(backend: Backend) -> None:
     one = await backend.open()
     two = await backend.open()
     try:
-        await one.hold_instance()
-        if one.shared:
-            await two.hold_instance()
-        else:
-            two.holder = "other"  # type: ignore[attr-defined]  (a second holder's view)
+        await hold_both(one, two)
         race = await asyncio.gather(*(h.claim("cron:j", 300.0) for h in (one, two) * 5))
         ones, twos = race[0::2], race[1::2]
         assert (all(ones) and not any(twos)) or (all(twos) and not any(ones))
@@ -937,11 +944,7 @@ async def test_a_beat_renews_the_claims_of_its_instance(backend: Backend) -> Non
     live = await backend.open()
     other = await backend.open()
     try:
-        instance = await live.hold_instance()
-        if live.shared:
-            await other.hold_instance()
-        else:
-            other.holder = "other"  # type: ignore[attr-defined]
+        instance = await hold_both(live, other)
         now = time.time()
         assert await live.claim("session:dm", 0.0, now=now)
         await live.instance_beat(InstanceRow(instance, "h", 1, now, now + 20, {}))
@@ -974,11 +977,7 @@ async def test_stop_requests_reach_the_other_handles_only(backend: Backend) -> N
     one = await backend.open()
     two = await backend.open()
     try:
-        await one.hold_instance()
-        if one.shared:
-            await two.hold_instance()
-        else:
-            two.holder = "other"  # type: ignore[attr-defined]
+        await hold_both(one, two)
         start, seen = await two.stops_after(None)  # where to start: nothing before counts
         assert seen == []
         await one.stop_publish("agent:main:dm:x", False)
