@@ -39,13 +39,13 @@ from agents.model import Message
 from bench.report import Report, parser, percentile
 from bot.config.agent import RecallConfig
 from bot.config.embeddings import EmbeddingsConfig, EmbeddingsEndpoint
+from bot.kernel.sessions import SessionKey
 from bot.recall.embedder import Embedder
 from bot.recall.hybrid import blend
 from bot.recall.index import SearchIndex
 from bot.recall.turn_recall import TurnRecall
 from bot.recall.vectors import VectorIndex
 from bot.recall.visibility import visible_scopes
-from bot.sessions import SessionKey
 from bot.store.open import open_store
 from bot.store.roles import Store
 from bot.store.rows import encode_message

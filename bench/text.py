@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from agents.sanitize import sanitize_output
 from bench.report import Report, parser
-from bot.sessions import SessionKey
+from bot.kernel.sessions import SessionKey
 from channels.chunking import split_markdown
 
 ORDINARY = (

@@ -29,8 +29,6 @@ from agents.subagents import SubagentRunner
 from agents.tools.base import ToolRegistry
 from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
-from bot.access import AccessControl
-from bot.budget import Budget
 from bot.cluster.instances import InstanceBeacon
 from bot.cluster.receivers import Cluster, cron_poll_every
 from bot.cluster.stops import StopRequests
@@ -40,26 +38,28 @@ from bot.config.schema import Config
 from bot.cron.book import JobBook
 from bot.cron.heartbeat import Heartbeat
 from bot.cron.scheduler import Scheduler
-from bot.gateway import Gateway
+from bot.hub.access import AccessControl
+from bot.hub.gateway import Gateway
+from bot.hub.model_choice import ModelChoices
+from bot.hub.recovery import InboxRecovery
+from bot.hub.subagent_host import ChildSessions, LaneAnnouncer, subagent_limits
+from bot.hub.turns import TurnRunner
+from bot.hub.upkeep import SessionUpkeep
+from bot.kernel.budget import Budget
+from bot.kernel.notices import OwnerLine
+from bot.kernel.owner import owner_ids, policies
 from bot.media.chat import ChatMedia
-from bot.model_choice import ModelChoices
-from bot.notices import OwnerLine
 from bot.observe.server import MetricsServer
 from bot.observe.telemetry import Telemetry, build_telemetry
 from bot.operator.control_server import ControlServer, DaemonControl
-from bot.owner import owner_ids, policies
 from bot.process.status import DaemonStatus, StatusSource
 from bot.recall.index import SearchIndex
 from bot.recall.turn_recall import TurnRecall
-from bot.recovery import InboxRecovery
 from bot.store.roles import Store
-from bot.subagent_host import ChildSessions, LaneAnnouncer, subagent_limits
 from bot.tools.belt import build_tools
 from bot.tools.mcp import McpHost
 from bot.tools.messages import ChatMessenger
 from bot.tools.skills import skill_catalog
-from bot.turns import TurnRunner
-from bot.upkeep import SessionUpkeep
 from bot.web.server import DashboardAddress, WebServer
 from channels.base import Channel
 

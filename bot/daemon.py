@@ -35,7 +35,9 @@ from bot.config.paths import status_path
 from bot.config.schema import Config
 from bot.cron.book import JobBook
 from bot.cron.scheduler import Scheduler
-from bot.gateway import Gateway
+from bot.hub.gateway import Gateway
+from bot.hub.upkeep import SessionUpkeep
+from bot.kernel.workspace import seed_workspace
 from bot.process.hardening import make_undumpable
 from bot.process.status import write_status
 from bot.process.systemd import sd_notify, watchdog
@@ -43,8 +45,6 @@ from bot.store.open import open_store
 from bot.store.roles import Store
 from bot.store.rows import AlreadyRunning as StoreAlreadyRunning
 from bot.store.urls import redact_url
-from bot.upkeep import SessionUpkeep
-from bot.workspace import seed_workspace
 from channels.base import Channel, Terminal
 from channels.registry import build_channels
 

@@ -162,7 +162,7 @@ class ReplyStream(Protocol):
     Platforms that can edit messages show one preview message and edit it (at most once
     per `interval` seconds); others send only the final text and say `interval = math.inf`,
     so the daemon prepares no preview for them. The daemon hands `update` only text that is
-    already cleaned for the user (see `bot.delivery`). `finish` delivers the final text
+    already cleaned for the user (see `bot.kernel.delivery`). `finish` delivers the final text
     (chunked as needed, in place of the preview where possible; empty text deletes the
     preview where the platform can); `abort` leaves whatever was already shown and sends
     nothing more.

@@ -19,12 +19,12 @@ from typing import Any
 
 from bot.build import Parts, build
 from bot.config.schema import Config
-from bot.lanes import Pending, Turn
-from bot.sessions import SessionKey
+from bot.hub.turns import TurnOutcome
+from bot.kernel.lanes import Pending, Turn
+from bot.kernel.sessions import SessionKey
+from bot.kernel.workspace import seed_workspace
 from bot.store.open import open_store
 from bot.store.roles import Store
-from bot.turns import TurnOutcome
-from bot.workspace import seed_workspace
 from channels.base import ChatRef, Image, Inbound
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.chat import MemoryChannel

@@ -27,8 +27,8 @@ from typing import Protocol
 
 from bot.cluster.stops import StopListener, StopStore
 from bot.cron.jobs import POLL_EVERY
-from bot.recovery import InboxRecovery
-from bot.sessions import SessionKey
+from bot.hub.recovery import InboxRecovery
+from bot.kernel.sessions import SessionKey
 from channels.base import Channel, Inbound
 from channels.registry import ChannelsConfig, single_receiver
 

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from bot.sessions import SessionKey
+from bot.kernel.sessions import SessionKey
 from bot.store.roles import Claims, Lifecycle, Stops
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@
 (or the target chat) is busy it returns without a model call; the next tick tries again.
 Otherwise it runs a turn in `agent:<id>:heartbeat` (history trimmed to the last few
 heartbeat runs, so it never grows) and delivers the reply to `heartbeat.target` through
-`bot.delivery.send_reply(kind="heartbeat")`, which drops NO_REPLY and HEARTBEAT_OK with at
+`bot.kernel.delivery.send_reply(kind="heartbeat")`, which drops NO_REPLY and HEARTBEAT_OK with at
 most 300 characters left. `resolve_target` also serves cron
 jobs: where `owner`, `last`, `none` or an explicit chat point right now.
 
@@ -13,7 +13,7 @@ Decisions: an active-hours window `HH:MM-HH:MM` includes its start and excludes 
 start == end means all day; a window whose end is before its start wraps midnight.
 HTML comments are removed before the checklist is shown to the model (the shipped template
 keeps its examples in comments). HEARTBEAT.md is read through the one opener
-(`agents.workspace_files`): a symlink or hard link in its place counts as an empty file. `owner` is `bot.owner.resolve_owner`: the first owner id
+(`agents.workspace_files`): a symlink or hard link in its place counts as an empty file. `owner` is `bot.kernel.owner.resolve_owner`: the first owner id
 of the running channels in registry order, as a DM (the console's user counts too). A
 target that cannot be resolved skips the heartbeat with a warning.
 """
@@ -32,11 +32,11 @@ from zoneinfo import ZoneInfo
 
 from agents.workspace_files import read_file
 from bot.config.schema import Config, HeartbeatTarget
-from bot.delivery import DeliveryError, send_reply
-from bot.gateway import Gateway
-from bot.owner import resolve_owner
-from bot.routing import decode_chat, parse_target
-from bot.sessions import SessionKey
+from bot.hub.gateway import Gateway
+from bot.kernel.delivery import DeliveryError, send_reply
+from bot.kernel.owner import resolve_owner
+from bot.kernel.routing import decode_chat, parse_target
+from bot.kernel.sessions import SessionKey
 from bot.store.roles import History, Sessions
 from channels.base import Channel, ChatRef
 

@@ -6,7 +6,7 @@ scheduler and `perch cron` (which works whether the daemon runs or not). `create
 a `CronRequest` and stores it with its first run computed; `job_view` formats a job for
 people and the model.
 
-`deliver_to` holds an encoded chat (`bot.routing.encode_chat`), `owner`, `last`, `none`, or a
+`deliver_to` holds an encoded chat (`bot.kernel.routing.encode_chat`), `owner`, `last`, `none`, or a
 typed address such as `<channel>:12345` (resolved when the job runs, when the channel's
 account id is known). `cron_runs.status` is one of ok (ran, nothing to send), delivered,
 error, skipped (busy, stopped) or missed (a one-shot more than the grace period late).
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from agents.tools.cron import CronJobView, CronRequest, SessionMode
 from bot.cron.schedule import Schedule, format_time, load_schedule, parse_schedule
-from bot.delivery import describe_chat
-from bot.routing import decode_chat, parse_target
+from bot.kernel.delivery import describe_chat
+from bot.kernel.routing import decode_chat, parse_target
 from bot.store.roles import CronStore
 from bot.store.rows import CronJobRow, CronRun
 from bot.store.rows import RunStatus as RunStatus

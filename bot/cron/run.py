@@ -2,7 +2,7 @@
 
 A chat job is injected into its delivery chat's session (queued behind a running turn)
 and answers there; an isolated job gets a fresh `agent:<id>:cron:<jobId>` session with the
-minimal prompt, and its reply goes to `deliver_to` through `bot.delivery.send_reply`.
+minimal prompt, and its reply goes to `deliver_to` through `bot.kernel.delivery.send_reply`.
 NO_REPLY posts nothing. The `RunOutcome` tells the scheduler whether to retry
 (`transient`) or leave the job due because the daemon is stopping (`shutdown`).
 """
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from bot.config.schema import Config
 from bot.cron.heartbeat import TargetError, resolve_target
 from bot.cron.jobs import CronJob, RunStatus, describe_chat
-from bot.delivery import DeliveryError, clean_reply, send_reply
-from bot.gateway import Gateway
-from bot.sessions import SessionKey
+from bot.hub.gateway import Gateway
+from bot.kernel.delivery import DeliveryError, clean_reply, send_reply
+from bot.kernel.sessions import SessionKey
 from bot.store.roles import Sessions
 from channels.base import ChatRef
 
@@ -55,7 +55,7 @@ class JobRunner:
         self, gateway: Gateway, job: CronJob, budget_gate: BudgetGate | None = None
     ) -> RunOutcome:
         """Run `job` once and say how it went. `budget_gate` returns why nothing may be
-        spent now (bot/budget.py), or "": the run is skipped then."""
+        spent now (bot/kernel/budget.py), or "": the run is skipped then."""
         if not gateway.accepting:
             return SHUTDOWN
         if budget_gate is not None and (why := await budget_gate()):

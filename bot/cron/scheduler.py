@@ -8,7 +8,7 @@ as soon as the book says they changed. APScheduler only tells time; the job rows
 truth, re-read before each run.
 
 A run (`bot/cron_run.py`): isolated jobs get a fresh `agent:<id>:cron:<jobId>` session (minimal prompt) and the
-result goes to `deliver_to` through `bot.delivery.send_reply`; chat jobs are injected into the delivery chat's session
+result goes to `deliver_to` through `bot.kernel.delivery.send_reply`; chat jobs are injected into the delivery chat's session
 (queued behind a running turn) and answer there. NO_REPLY posts nothing. Outcomes go to
 `cron_runs`. Transient failures (model errors, a busy session, an unreachable target or
 channel) retry after `retry_delays` (60 s, 120 s, 300 s), then the job moves on: a recurring
@@ -41,7 +41,7 @@ from bot.cron.heartbeat import Heartbeat
 from bot.cron.jobs import POLL_EVERY, CronJob, CronJobs, CronRun
 from bot.cron.run import JobRunner, RunOutcome
 from bot.cron.schedule import format_time
-from bot.gateway import Gateway
+from bot.hub.gateway import Gateway
 from bot.store.roles import Claims, CronStore, Sessions
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class Scheduler:
         self._data_version = 0
         self._stopping = False
         self._sync_lock = asyncio.Lock()
-        # Returns why nothing may be spent now (bot/budget.py), or "": runs are skipped then.
+        # Returns why nothing may be spent now (bot/kernel/budget.py), or "": runs are skipped then.
         self.budget_gate = budget_gate
         self._watching: asyncio.Task[None] | None = None
         self.runs = JobRunner(config, store, lambda: self._stopping)

@@ -21,10 +21,10 @@ from agents.tools.base import Tool, ToolError
 from agents.tools.media import ReactTool, SendFileTool
 from bot.config.errors import ConfigError
 from bot.config.schema import Config
-from bot.lanes import Pending, Turn
+from bot.kernel.lanes import Pending, Turn
+from bot.kernel.routing import decode_chat
 from bot.media.intake import MediaIntake
 from bot.observe.telemetry import OFF, Telemetry
-from bot.routing import decode_chat
 from channels import registry
 from channels.base import (
     Channel,

@@ -103,7 +103,7 @@ def event_loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | N
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from bot.workspace import seed_workspace
+    from bot.kernel.workspace import seed_workspace
 
     path = config_path(args.config)
     if not path.exists():  # a fresh clone or machine: start from the shipped template

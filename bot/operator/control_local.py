@@ -12,26 +12,26 @@ import uuid
 
 from agents.loop import AgentLoop
 from agents.prompt import PromptBuilder
-from bot.budget import Budget
 from bot.config.errors import ConfigError
 from bot.config.layout import layout_problem
 from bot.config.load import require_api_key
 from bot.config.paths import socket_path
 from bot.config.providers import build_router
 from bot.config.schema import Config
-from bot.lanes import Pending, Turn
+from bot.hub.turns import TurnRunner
+from bot.kernel.budget import Budget
+from bot.kernel.lanes import Pending, Turn
+from bot.kernel.sessions import SessionKey
+from bot.kernel.workspace import seed_workspace
 from bot.operator.ops_chat import default_chat_key, turn_reply
 from bot.operator.reply import Reply
 from bot.recall.index import SearchIndex
 from bot.recall.turn_recall import TurnRecall
-from bot.sessions import SessionKey
 from bot.store.open import open_store
 from bot.store.roles import Store
 from bot.store.rows import AlreadyRunning
 from bot.tools.belt import build_tools
 from bot.tools.skills import skill_catalog
-from bot.turns import TurnRunner
-from bot.workspace import seed_workspace
 from channels.base import ChatRef, Inbound
 
 

@@ -30,20 +30,20 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from agents.prompt import PromptMode
 from agents.surrogates import fix_data
 from agents.tools.base import ToolError
-from bot.budget import Budget
-from bot.commands import NOTHING_TO_STOP
 from bot.config.schema import Config
+from bot.hub.commands import NOTHING_TO_STOP
+from bot.kernel.budget import Budget
+from bot.kernel.sessions import SessionKey
 from bot.observe.telemetry import OFF, Telemetry
 from bot.operator.ops import run_op
 from bot.operator.ops_chat import default_chat_key, turn_reply
 from bot.operator.reply import LiveDaemon, OpContext, Reply
-from bot.sessions import SessionKey
 from bot.store.roles import Store
 from bot.tools.messages import TargetPolicy
 from channels.base import Channel, ChatRef, Outbound
 
 if TYPE_CHECKING:
-    from bot.turns import TurnOutcome
+    from bot.hub.turns import TurnOutcome
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ class CronPlanner(Protocol):
 
 
 class ChatCommands(Protocol):
-    """The chat commands (`bot.commands.Commands`): a stop from the shell or the dashboard
+    """The chat commands (`bot.hub.commands.Commands`): a stop from the shell or the dashboard
     is the chat's `/stop`, reaching runs here and on other instances alike."""
 
     async def handle(self, name: str, key: SessionKey) -> str: ...

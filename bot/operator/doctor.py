@@ -25,6 +25,7 @@ import aiohttp
 from bot.config.layout import layout_problem
 from bot.config.redact import scrub
 from bot.config.schema import Config
+from bot.kernel.workspace import bootstrap_dir
 from bot.operator.checks import Check
 from bot.operator.doctor_exec import exec_checks
 from bot.operator.doctor_mcp import doctor_checks as mcp_doctor_checks
@@ -34,7 +35,6 @@ from bot.operator.doctor_prompt import prompt_check
 from bot.operator.doctor_skills import search_check, skill_checks
 from bot.store.open import open_store
 from bot.store.urls import redact_url
-from bot.workspace import bootstrap_dir
 from channels import registry
 from channels.options import ChannelOptions
 from channels.plugin import Probe

@@ -14,10 +14,10 @@ import logging
 from agents.prompt_size import prefix_size
 from bot.build import build
 from bot.config.schema import Config
+from bot.hub.turn_inputs import runtime_info
+from bot.kernel.sessions import SessionKey
 from bot.operator.checks import Check
-from bot.sessions import SessionKey
 from bot.store.open import open_store
-from bot.turn_inputs import runtime_info
 
 log = logging.getLogger(__name__)
 

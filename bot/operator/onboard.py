@@ -143,7 +143,7 @@ def onboard(path: Path, args: argparse.Namespace, asker: Asker) -> int:
     print(f"Wrote {path}" + (f" (the old one is {backup.name})." if backup else "."))
     if args.pairing or len(answers.owners) < len(answers.channels):
         print("Pairing: DM the bot, then run: perch pairing approve <channel> <CODE>")
-    from bot.workspace import seed_workspace
+    from bot.kernel.workspace import seed_workspace
 
     config = flow.trial(lenient=True, secrets_from_file=True)
     seeded = seed_workspace(config.workspace)  # what perch init does

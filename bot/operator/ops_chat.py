@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bot.config.schema import Config
+from bot.kernel.sessions import SessionKey
 from bot.operator.reply import OpContext, Reply
-from bot.sessions import SessionKey
 from channels.base import ChatRef
 
 if TYPE_CHECKING:
-    from bot.turns import TurnOutcome
+    from bot.hub.turns import TurnOutcome
 
 CLI_CHAT = ChatRef("cli", "local", "dm", "owner")  # `perch chat` without --session
 
@@ -26,8 +26,8 @@ def default_chat_key(config: Config) -> SessionKey:
 
 def turn_reply(outcome: TurnOutcome) -> Reply:
     """What `perch chat` prints for a finished turn: the cleaned reply, or why there is none."""
-    from bot.delivery import clean_reply  # the turn machinery only when a turn ran
-    from bot.turns import empty_answer
+    from bot.hub.turns import empty_answer
+    from bot.kernel.delivery import clean_reply  # the turn machinery only when a turn ran
 
     result = outcome.result
     if outcome.blocked:

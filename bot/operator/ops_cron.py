@@ -14,8 +14,8 @@ from agents.tools.cron import CronRequest, ScheduleKind, SessionMode
 from bot.config.schema import Config
 from bot.cron.jobs import CronJob, CronJobs, create_job, describe_target
 from bot.cron.schedule import format_time
+from bot.kernel.routing import decode_chat
 from bot.operator.reply import OpContext, Reply
-from bot.routing import decode_chat
 
 CLI_MIN_EVERY = 60.0  # below this a job must say --allow-fast
 

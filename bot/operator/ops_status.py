@@ -13,9 +13,9 @@ import time
 from typing import Any
 
 from agents.pricing import usage_summary
-from bot.budget import Budget, day_start
 from bot.cluster.instances import live_instance_lines
 from bot.config.schema import Config
+from bot.kernel.budget import Budget, day_start
 from bot.operator.mcp_probe import daemon_mcp_lines
 from bot.operator.reply import OpContext, Reply
 from bot.tools.skills import skill_catalog, summary

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from bot.cluster.stops import StopRequests
+from bot.kernel.sessions import SessionKey
 from bot.operator.reply import OpContext, Reply
-from bot.sessions import SessionKey
 
 
 async def op_session_stop(ctx: OpContext, args: dict[str, Any]) -> Reply:

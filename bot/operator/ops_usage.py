@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from bot.budget import day_start
+from bot.kernel.budget import day_start
 from bot.operator.reply import OpContext, Reply
 
 DEFAULT_DAYS = 30

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from bot.config.schema import Config
-from bot.sessions import SessionKey
+from bot.kernel.sessions import SessionKey
 from bot.store.roles import Store
 
 

@@ -26,8 +26,8 @@ from agents.model import Message
 from agents.persona_text import clean_persona
 from agents.recall import indexable_text
 from agents.skills.skill import Skill
+from bot.kernel.sessions import SessionKey
 from bot.recall.visibility import OWNER, PUBLIC, scope_of
-from bot.sessions import SessionKey
 from bot.store.search_rows import SearchDocument
 
 MAX_NOTE_CHARS = 1_500

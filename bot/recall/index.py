@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Protocol
 from agents.model import Message
 from agents.recall import Recalled
 from agents.skills.catalog import SkillCatalog
+from bot.kernel.sessions import SessionKey
 from bot.recall.documents import (
     SKILLS_GROUP,
     conversation_documents,
@@ -60,7 +61,6 @@ from bot.recall.memory_files import (
     some_stamps,
 )
 from bot.recall.visibility import Owners, describe, scope_of, visible_scopes
-from bot.sessions import SessionKey
 from bot.store.roles import Copying, Search
 from bot.store.rows import decode_message
 from bot.store.search_rows import CANDIDATES, SearchDocument, SearchHit, SearchQuery

@@ -28,9 +28,9 @@ from agents.model import Message, TextBlock
 from agents.recall import indexable_text, recall_block
 from agents.skills.catalog import SkillCatalog
 from bot.config.agent import RecallConfig
+from bot.kernel.sessions import SessionKey
 from bot.recall.index import SearchIndex, recalled
 from bot.recall.visibility import Owners, visible_scopes
-from bot.sessions import SessionKey
 from bot.store.search_rows import SearchQuery
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ Every document carries one scope; a chat sees the documents whose scope is among
 `visible_scopes`. The rule (pure, table-tested in tests/test_recall_visibility.py):
 - skills: `public`, seen everywhere;
 - memory files (MEMORY.md, memory/*.md): `owner`, seen only in the owner's DMs: a DM whose
-  person is an owner id of its channel (`bot/owner.py`: the first id of `allow_from`, the
+  person is an owner id of its channel (`bot/kernel/owner.py`: the first id of `allow_from`, the
   console's user), and `perch chat`'s own DM (channel `cli`: only the operator at the shell
   reaches it);
 - a conversation in a DM: the person's scope, the DM's session key without a thread
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from bot.sessions import SessionKey
+from bot.kernel.sessions import SessionKey
 
 PUBLIC = "public"
 OWNER = "owner"

@@ -6,9 +6,9 @@ and says whether it is allowed: the run's own chat; a DM with an id in an enable
 `allow_from` (never via `"*"`) or the console user (the owner); a group listed in that
 channel's `groups` (never via `"*"`). A DM with anyone else is allowed only if they were
 approved by pairing, which `ChatMessenger` asks the store. Everything else is refused with a
-message listing how targets are written. `owner` is `bot.owner.resolve_owner`'s answer: the
+message listing how targets are written. `owner` is `bot.kernel.owner.resolve_owner`'s answer: the
 first owner id of the running channels in registry order (the console's user counts too).
-The text goes out through `bot.delivery.send_reply`, cleaned like any reply.
+The text goes out through `bot.kernel.delivery.send_reply`, cleaned like any reply.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Literal
 from agents.tools.base import ToolError
 from agents.tools.message import TARGET_FORMS
 from bot.config.schema import Config
-from bot.delivery import DeliveryError, clean_reply, send_reply
+from bot.kernel.delivery import DeliveryError, clean_reply, send_reply
+from bot.kernel.owner import owner_ids, policies
+from bot.kernel.routing import decode_chat, parse_target
 from bot.observe.telemetry import OFF, Telemetry
-from bot.owner import owner_ids, policies
-from bot.routing import decode_chat, parse_target
 from bot.store.roles import Pairing
 from channels.base import Channel, ChatRef
 

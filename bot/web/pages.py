@@ -16,11 +16,11 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.budget import day_start
 from bot.cluster.instances import LIVE_WITHIN
 from bot.config.providers import fallbacks
 from bot.cron.jobs import CronJobs, describe_target
 from bot.cron.schedule import format_time
+from bot.kernel.budget import day_start
 from bot.operator.ops_cron import job_state
 from bot.store.rows import UsageDay
 from bot.web.board import BOARD, Board, render

@@ -1,7 +1,7 @@
 """What the pages show, shaped from the store's rows and the daemon's status: pure functions.
 
 `conversation(messages)` is a session as its user saw it: user text as sent, the assistant's
-text through the delivery path's cleaning (`bot.delivery.clean_reply`: sanitized, NO_REPLY
+text through the delivery path's cleaning (`bot.kernel.delivery.clean_reply`: sanitized, NO_REPLY
 silent), each tool call folded with its result; reasoning is left out. `runs_in_flight`
 lists the runs of every live instance (this one from its lanes, the others from their last
 beat), `session_line` one row of the Sessions page. The templates escape every string.
@@ -17,8 +17,8 @@ from typing import Any
 
 from agents.model import Message
 from agents.prompt import is_turn_context
-from bot.delivery import clean_reply
-from bot.sessions import SessionKey
+from bot.kernel.delivery import clean_reply
+from bot.kernel.sessions import SessionKey
 from bot.store.rows import InstanceRow, SessionRow
 
 FOLD_CHARS = 4000  # a tool call's input or result shown up to this many characters

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agents.compaction import CompactionPolicy, render_transcript, split_point
-from bot.sessions import SessionKey
+from bot.kernel.sessions import SessionKey
 from bot.store.roles import Store
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel

@@ -15,7 +15,7 @@ from agents.providers.router import ModelRouter
 from bot.config.load import load_config
 from bot.config.providers import display_model, split_model
 from bot.config.schema import Config
-from bot.model_choice import ModelChoices
+from bot.hub.model_choice import ModelChoices
 from bot.store.sqlite.store import SQLiteStore
 
 PROVIDERS = ("anthropic", "local", "openrouter")

@@ -17,8 +17,8 @@ import pytest
 from agents.model import ModelError, ModelRequest
 from agents.pricing import usage_summary
 from agents.providers.anthropic import AnthropicClient
-from bot.budget import Budget
 from bot.config.agent import BudgetConfig
+from bot.kernel.budget import Budget
 from tests.chat_replay import ChatReplay
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.openai import FakeOpenAI

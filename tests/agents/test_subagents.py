@@ -20,7 +20,7 @@ from agents.spawn_tool import SpawnTool
 from agents.subagent_ports import SubagentStatus
 from agents.tools.base import ToolContext, ToolError
 from bot.daemon import Daemon
-from bot.sessions import SessionKey
+from bot.kernel.sessions import SessionKey
 from bot.store.roles import Store
 from bot.store.rows import SessionRow
 from tests.fakes.anthropic import FakeAnthropic, Reply, echo

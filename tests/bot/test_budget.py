@@ -12,14 +12,14 @@ import pytest
 from agents.model import Usage
 from agents.tools.base import ToolContext, ToolError
 from agents.tools.cron import CronRequest, CronTool
-from bot.budget import REFRESH_EVERY, Budget
 from bot.config.agent import BudgetConfig
 from bot.config.schema import Config
 from bot.cron.book import JobBook
 from bot.cron.scheduler import Scheduler
+from bot.hub.turns import SessionState
+from bot.kernel.budget import REFRESH_EVERY, Budget
 from bot.operator.cli import main
 from bot.store.open import open_store
-from bot.turns import SessionState
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon

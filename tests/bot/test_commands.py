@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.commands import HELP
+from bot.hub.commands import HELP
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon

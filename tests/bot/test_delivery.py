@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from agents.tools.cron import CronRequest
 from bot.daemon import Daemon
-from bot.delivery import MAX_REPLY_CHARS, Preview, clean_reply, cut_long_reply, preview_text
-from bot.routing import encode_chat
+from bot.kernel.delivery import MAX_REPLY_CHARS, Preview, clean_reply, cut_long_reply, preview_text
+from bot.kernel.routing import encode_chat
 from channels.telegram.render import render_telegram_html
 from markup.fences import fenced_blocks
 from tests.fakes.anthropic import FakeAnthropic, Reply

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from bot.gateway import DROPPED_NOTICE
-from bot.inbox_payload import inbound_to_payload
-from bot.sessions import SessionKey
+from bot.hub.gateway import DROPPED_NOTICE
+from bot.hub.inbox_payload import inbound_to_payload
+from bot.hub.turns import EMPTY_REPLY
+from bot.kernel.sessions import SessionKey
 from bot.store.open import open_store
 from bot.store.roles import Store
-from bot.turns import EMPTY_REPLY
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon
@@ -439,7 +439,7 @@ def test_pairing_cli_lists_and_approves(tmp_path: Path, capsys: pytest.CaptureFi
     config = make_config(tmp_path, "http://127.0.0.1:9")
 
     async def seed() -> str:
-        from bot.access import new_pairing_code
+        from bot.hub.access import new_pairing_code
         from bot.store.rows import PairingRequest
 
         store = await open_store(config.db_path)

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from agents.history import prepare_history
 from agents.model import Message, Usage
+from bot.hub.turn_inputs import load_history, load_session
 from bot.store.sqlite.store import SQLiteStore
-from bot.turn_inputs import load_history, load_session
 
 
 def _user(text: str) -> Message:

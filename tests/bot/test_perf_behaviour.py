@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from agents.model import Usage
-from bot import model_choice
 from bot.daemon import Daemon
-from bot.model_choice import ModelChoices
+from bot.hub import model_choice
+from bot.hub.model_choice import ModelChoices
 from bot.store.sqlite.store import SQLiteStore
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from bot.cron.heartbeat import KEEP_RUNS, ActiveHours, Heartbeat, checklist, has_content
 from bot.daemon import Daemon
-from bot.sessions import SessionKey
-from bot.workspace import bootstrap_dir
+from bot.kernel.sessions import SessionKey
+from bot.kernel.workspace import bootstrap_dir
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon

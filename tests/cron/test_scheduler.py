@@ -20,9 +20,9 @@ from agents.tools.cron import CronRequest
 from bot.cron.jobs import CronJob, CronJobs, CronRun, create_job
 from bot.cron.scheduler import Scheduler
 from bot.daemon import Daemon
+from bot.kernel.routing import encode_chat
+from bot.kernel.sessions import SessionKey
 from bot.operator.cli import main as perch
-from bot.routing import encode_chat
-from bot.sessions import SessionKey
 from bot.store.open import open_store
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel

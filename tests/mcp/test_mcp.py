@@ -15,7 +15,7 @@ import pytest
 
 from agents.tools.sandbox import SandboxUnavailable, select_sandbox
 from bot.daemon import Daemon
-from bot.sessions import SessionKey
+from bot.kernel.sessions import SessionKey
 from bot.store.roles import Store
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.chat import MemoryChannel

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from bot.daemon import Daemon
-from bot.sessions import SessionKey
+from bot.kernel.sessions import SessionKey
 from bot.store.roles import Store
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.chat import MemoryChannel

@@ -19,8 +19,8 @@ from agents.tools.cron import CronRequest
 from bot.config.errors import ConfigError
 from bot.config.paths import socket_path
 from bot.daemon import Daemon, StartupError
+from bot.kernel.routing import encode_chat
 from bot.operator.control_client import call
-from bot.routing import encode_chat
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import make_config, running_daemon

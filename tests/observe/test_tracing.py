@@ -83,7 +83,7 @@ async def test_one_trace_per_turn_with_the_model_calls_the_tools_and_the_send(
 ) -> None:
     chan = MemoryChannel("telegram")
     lines = Lines()
-    turns_log = logging.getLogger("bot.turns")
+    turns_log = logging.getLogger("bot.hub.turns")
     turns_log.addHandler(lines)
     turns_log.setLevel(logging.INFO)
     try:

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from bot.config.errors import EXIT_CONFIG
+from bot.kernel.workspace import seed_workspace
 from bot.operator.cli import main
 from bot.operator.doctor import run_checks
 from bot.operator.doctor_prompt import prompt_check
-from bot.workspace import seed_workspace
 from tests.chat_replay import ChatReplay
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.prompt_cache import PromptCache, prompt_blocks

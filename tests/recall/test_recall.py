@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from bot.lanes import Pending, Turn
-from bot.sessions import SessionKey
+from bot.kernel.lanes import Pending, Turn
+from bot.kernel.sessions import SessionKey
 from channels.base import ChatRef, Inbound
 from tests.agents.test_prompt_cache import marked_prefixes, tokens_through_mark
 from tests.chat_replay import ChatReplay

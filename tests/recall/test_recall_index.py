@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from agents.model import Message
+from bot.kernel.sessions import SessionKey
 from bot.recall.documents import memory_notes
 from bot.recall.index import SearchIndex
-from bot.sessions import SessionKey
 from bot.store.open import open_store
 from bot.store.roles import Store
 from bot.store.search_rows import SearchQuery

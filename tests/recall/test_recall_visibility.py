@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from bot.kernel.sessions import SessionKey
 from bot.recall.visibility import OWNER, PUBLIC, describe, is_owner_dm, scope_of, visible_scopes
-from bot.sessions import SessionKey
 
 OWNERS = {"telegram": ("4242",), "slack": ("U1",)}
 

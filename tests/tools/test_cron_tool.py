@@ -13,7 +13,7 @@ from agents.tools.cron import CronTool
 from bot.config.schema import Config
 from bot.cron.book import JobBook
 from bot.cron.jobs import CronJobs
-from bot.routing import decode_chat, encode_chat
+from bot.kernel.routing import decode_chat, encode_chat
 from bot.store.open import open_store
 from bot.store.roles import Store
 from channels.base import ChatRef

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from agents.tools.base import ToolContext, ToolError
 from agents.tools.message import MessageTool
 from bot.config.schema import Config
-from bot.sessions import SessionKey
+from bot.kernel.sessions import SessionKey
 from bot.store.roles import Store
 from bot.store.rows import PairingRequest
 from bot.tools.messages import ChatMessenger, TargetPolicy, TargetRefused

@@ -24,7 +24,7 @@ import pytest
 from agents.prompt import PromptBuilder, RuntimeInfo
 from agents.tools.base import ToolContext, ToolError
 from agents.tools.memory import MemoryAppendTool, MemorySearchTool
-from bot.workspace import seed_workspace
+from bot.kernel.workspace import seed_workspace
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.chat import MemoryChannel
 from tests.harness import running_daemon

@@ -19,7 +19,7 @@ from pathlib import Path
 from agents.workspace_files import RefusedFile, create_new, note_refused, open_dir, workspace_root
 
 log = logging.getLogger(__name__)
-REPO_BOOTSTRAP = Path(__file__).resolve().parent.parent / "bootstrap"
+REPO_BOOTSTRAP = Path(__file__).resolve().parents[2] / "bootstrap"
 
 
 def bootstrap_dir() -> Path:

@@ -18,8 +18,8 @@ from typing import Protocol
 from agents.model import Usage
 from agents.pricing import usage_summary
 from bot.config.schema import Config
-from bot.model_choice import ModelChoices
-from bot.sessions import SessionKey
+from bot.hub.model_choice import ModelChoices
+from bot.kernel.sessions import SessionKey
 from bot.store.roles import History, Sessions, UsageLedger
 from bot.tools.skills import chat_listing, skill_catalog
 from channels.base import Inbound
@@ -80,7 +80,7 @@ class BudgetControl(Protocol):
 
 
 class BudgetGuard(BudgetControl, Protocol):
-    """The daily spending guard as the gateway sees it (`bot.budget.Budget`)."""
+    """The daily spending guard as the gateway sees it (`bot.kernel.budget.Budget`)."""
 
     @property
     def enabled(self) -> bool: ...

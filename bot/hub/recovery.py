@@ -1,6 +1,6 @@
 """Crash recovery: what the inbox holds unfinished is run again, or its sender is told.
 
-Every accepted message is in the inbox before it is processed (`bot/gateway.py`). At start,
+Every accepted message is in the inbox before it is processed (`bot/hub/gateway.py`). At start,
 `recover()` re-runs the rows a crash left open within `gateway.recovery_window` (15 min) and
 asks the senders of older ones to resend; with a store shared by several instances,
 `take_over()` does the same every beat for rows whose instance died (their lease ran out).
@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from bot.config.schema import Config
-from bot.gateway import where
-from bot.inbox_payload import inbound_from_payload
-from bot.sessions import SessionKey
+from bot.hub.gateway import where
+from bot.hub.inbox_payload import inbound_from_payload
+from bot.kernel.sessions import SessionKey
 from bot.store.roles import Claims, Inbox
 from channels.base import ChatRef, Inbound
 

@@ -1,6 +1,6 @@
 """Telling the owner: pairing requests and budget warnings reach the owner's DM.
 
-The owner is who `bot/owner.py` says (the first owner id of the running channels, in registry
+The owner is who `bot/kernel/owner.py` says (the first owner id of the running channels, in registry
 order); with no owner configured the notice is only logged. `OwnerLine(config, channels,
 telemetry)` (each notice a counted send) is what the budget (`tell`) and access control (`pairing_request`) are given to do it.
 """
@@ -11,8 +11,8 @@ import logging
 from collections.abc import Mapping
 
 from bot.config.schema import Config
+from bot.kernel.owner import resolve_owner
 from bot.observe.telemetry import OFF, Telemetry
-from bot.owner import resolve_owner
 from bot.store.rows import PairingRequest
 from channels.base import Channel, Outbound
 

@@ -1,6 +1,6 @@
 """What a turn starts its request from: the stored session and its history, read so a turn's
 cost does not grow with the session's length; the history as it is sent; the session facts
-of the prompt. Compaction (`bot.upkeep`) starts its own request the same way, so it reads
+of the prompt. Compaction (`bot.hub.upkeep`) starts its own request the same way, so it reads
 the chat's prompt cache.
 """
 
@@ -13,7 +13,7 @@ from agents.history import prepare_history, user_turn_starts
 from agents.model import Message
 from agents.prompt import RuntimeInfo
 from bot.config.schema import Config
-from bot.sessions import SessionKey
+from bot.kernel.sessions import SessionKey
 from bot.store.roles import History, Sessions
 from bot.store.rows import SessionRow
 from channels import registry

@@ -23,9 +23,9 @@ from agents.loop import RunResult
 from agents.model import Usage
 from agents.subagent_ports import SubagentLimits
 from bot.config.schema import Config
+from bot.kernel.routing import decode_chat
+from bot.kernel.sessions import SessionKey
 from bot.recall.index import SearchIndex
-from bot.routing import decode_chat
-from bot.sessions import SessionKey
 from bot.store.roles import History, Sessions, UsageLedger
 from channels.base import ChatRef
 

@@ -4,7 +4,7 @@
 group context, collected follow-ups), applies the input guard, prepares history (summary
 pair, turn limit, pruning, pairing repair), runs the agent loop while showing typing and a
 streamed preview, persists the run's messages in one transaction, and hands the final text
-to `bot.delivery.TurnReply` (the one delivery path: clean -> NO_REPLY -> render -> chunk ->
+to `bot.kernel.delivery.TurnReply` (the one delivery path: clean -> NO_REPLY -> render -> chunk ->
 send; the preview shows only cleaned text too). A cancelled run is saved too (its history
 is valid by construction); its preview is left showing the cleaned partial text. Each turn
 runs inside `telemetry.turn(...)` (metrics, the root span of its trace), and its log lines
@@ -15,7 +15,7 @@ time), so it is stored with it and the system prompt stays the same from turn to
 recall found for the message follows the time (`bot/recall/turn_recall.py`) and is taken
 out again before the save; the run is indexed right after it is saved (`SearchIndex`). The
 session's `CachePolicy` gives the run its prompt-cache plan. What the request starts from
-(the session, its history, the prompt's session facts) is `bot/turn_inputs.py`'s.
+(the session, its history, the prompt's session facts) is `bot/hub/turn_inputs.py`'s.
 """
 
 from __future__ import annotations
@@ -38,18 +38,18 @@ from agents.sanitize import sanitize_output
 from agents.surrogates import fix_text
 from agents.tools.base import ToolContext, ToolRegistry
 from bot.config.schema import Config
-from bot.delivery import TurnReply, cut_long_texts
-from bot.lanes import Pending, Turn
+from bot.hub.model_choice import ModelChoices
+from bot.hub.turn_inputs import TurnStore, chat_history, load_session, runtime_info
+from bot.kernel.delivery import TurnReply, cut_long_texts
+from bot.kernel.lanes import Pending, Turn
+from bot.kernel.routing import encode_chat
+from bot.kernel.sessions import SessionKey
 from bot.media.chat import ChatMedia
-from bot.model_choice import ModelChoices
 from bot.observe.labels import NO_CHANNEL
 from bot.observe.telemetry import OFF, Telemetry
 from bot.process.logs import run_id_var, session_var, trace_id_var
 from bot.recall.index import SearchIndex
 from bot.recall.turn_recall import TurnRecall
-from bot.routing import encode_chat
-from bot.sessions import SessionKey
-from bot.turn_inputs import TurnStore, chat_history, load_session, runtime_info
 from channels.base import Channel, ChatRef, Outbound
 
 log = logging.getLogger(__name__)

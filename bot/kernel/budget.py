@@ -37,7 +37,7 @@ class BudgetStore(UsageLedger, Claims, Protocol):
 
 
 class RunCost(Protocol):
-    """What the usage listener is told of a finished turn (`bot.turns.SessionState`)."""
+    """What the usage listener is told of a finished turn (`bot.hub.turns.SessionState`)."""
 
     @property
     def cost_usd(self) -> float: ...

@@ -24,11 +24,11 @@ from agents.pricing import context_window
 from agents.prompt import PromptBuilder
 from agents.tools.base import ToolContext, ToolRegistry
 from bot.config.schema import Config
-from bot.model_choice import ModelChoices
-from bot.sessions import SessionKey
+from bot.hub.model_choice import ModelChoices
+from bot.hub.turn_inputs import chat_history, runtime_info
+from bot.hub.turns import SessionState
+from bot.kernel.sessions import SessionKey
 from bot.store.roles import History, Sessions, UsageLedger
-from bot.turn_inputs import chat_history, runtime_info
-from bot.turns import SessionState
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ without the model, and admits the rest into the session's `Lane`, starting turns
 A global semaphore (`max_concurrent_runs`) hands out model-run slots first come, first
 served, given back when a turn's agent loop ends (before its answer is saved and sent). When
 a turn ends its inbox rows are closed and the lane starts what waits. `start()` begins taking sub-agent results (`Announcements`) as parent turns; crash recovery
-is `bot/recovery.py`'s, through `process`, `close` and `send`.
+is `bot/hub/recovery.py`'s, through `process`, `close` and `send`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from typing import Any, Literal, Protocol
 
 from agents.cancel import Cancelled
 from agents.prompt import PromptMode
-from bot.access import AccessControl, Verdict
 from bot.cluster.slots import SessionSlots
-from bot.commands import (
+from bot.config.schema import Config
+from bot.hub.access import AccessControl, Verdict
+from bot.hub.commands import (
     BudgetGuard,
     Commands,
     LaneInfo,
@@ -29,15 +30,14 @@ from bot.commands import (
     parse_command,
     unknown_command_reply,
 )
-from bot.config.schema import Config
-from bot.group_context import GroupContext
-from bot.inbox_payload import inbound_to_payload, well_formed
-from bot.lanes import Admission, Lane, LaneTable, Pending, QueueMode, Turn, take_run_slot
-from bot.model_choice import ModelChoices
-from bot.sessions import SessionKey
+from bot.hub.group_context import GroupContext
+from bot.hub.inbox_payload import inbound_to_payload, well_formed
+from bot.hub.model_choice import ModelChoices
+from bot.hub.subagent_host import Announcements
+from bot.hub.turns import TurnOutcome, TurnRunner
+from bot.kernel.lanes import Admission, Lane, LaneTable, Pending, QueueMode, Turn, take_run_slot
+from bot.kernel.sessions import SessionKey
 from bot.store.roles import Claims, History, Inbox, Sessions, UsageLedger
-from bot.subagent_host import Announcements
-from bot.turns import TurnOutcome, TurnRunner
 from channels.base import Channel, ChatRef, Inbound, Outbound
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class Gateway:
         self.accepting = True
         self.compactor = compactor
         self.cancel_children = cancel_children  # a session's sub-agents outliving their turn
-        # A one-line notice while chats may not spend (bot/budget.py), else "".
+        # A one-line notice while chats may not spend (bot/kernel/budget.py), else "".
         self.budget_gate = budget.notice if budget is not None and budget.enabled else None
         self.announcements = announcements
         self._announcing: asyncio.Task[None] | None = None
