@@ -48,6 +48,7 @@ from bot.hub.upkeep import SessionUpkeep
 from bot.kernel.budget import Budget
 from bot.kernel.notices import OwnerLine
 from bot.kernel.owner import owner_ids, policies
+from bot.kernel.ports import Outbox
 from bot.media.chat import ChatMedia
 from bot.observe.server import MetricsServer
 from bot.observe.telemetry import Telemetry, build_telemetry
@@ -126,7 +127,8 @@ def build(
     media = ChatMedia(config, channels, telemetry)
     cron = JobBook(config, store)
     mcp = McpHost(config, telemetry.mcp_headers)
-    messenger = ChatMessenger(config, store, channels, telemetry)
+    outbox = Outbox(channels, telemetry)  # the one road out to a chat, each send counted
+    messenger = ChatMessenger(config, store, outbox)
     base_tools = build_tools(
         config,
         [MessageTool(messenger), CronTool(cron), *media.tools()],
@@ -197,17 +199,23 @@ def build(
         compactor=upkeep.compact_now,
         cancel_children=subagents.cancel_children_of,
         announcements=announcer,
+        media=media,
+        telemetry=telemetry,
+        window=window,
     )
     recovery = InboxRecovery(config, store, gateway)
 
     # What runs on its own: heartbeat and cron, the receivers, the instance's beat.
-    heartbeat = Heartbeat(config, gateway, store)
+    # Cron and the heartbeat reach the gateway as `SystemTurns` only (bot/kernel/ports.py).
+    heartbeat = Heartbeat(config, gateway, outbox, store)
     scheduler = Scheduler(
         config,
         store,
         gateway,
+        outbox,
         cron,
         heartbeat,
+        telemetry=telemetry,
         budget_gate=gate,
         poll_every=cron_poll_every(store),
     )

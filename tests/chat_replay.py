@@ -19,9 +19,9 @@ from typing import Any
 
 from bot.build import Parts, build
 from bot.config.schema import Config
-from bot.hub.turns import TurnOutcome
 from bot.kernel.lanes import Pending, Turn
 from bot.kernel.sessions import SessionKey
+from bot.kernel.turn_outcome import TurnOutcome
 from bot.kernel.workspace import seed_workspace
 from bot.store.open import open_store
 from bot.store.roles import Store

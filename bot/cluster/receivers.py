@@ -27,7 +27,6 @@ from typing import Protocol
 
 from bot.cluster.stops import StopListener, StopStore
 from bot.cron.jobs import POLL_EVERY
-from bot.hub.recovery import InboxRecovery
 from bot.kernel.sessions import SessionKey
 from channels.base import Channel, Inbound
 from channels.registry import ChannelsConfig, single_receiver
@@ -62,6 +61,12 @@ class Intake(Protocol):
     def stop_all(self, key: SessionKey) -> tuple[int, int]: ...
 
 
+class TakeOver(Protocol):
+    """The inbox recovery as the cluster uses it: re-run a dead instance's messages."""
+
+    async def take_over(self) -> int: ...
+
+
 class Cluster:
     """This instance's receivers, and its part in a shared store (see the module docstring)."""
 
@@ -71,7 +76,7 @@ class Cluster:
         channels: Mapping[str, Channel],
         config: ChannelsConfig,
         gateway: Intake,
-        recovery: InboxRecovery,
+        recovery: TakeOver,
     ) -> None:
         self.store = store
         self.channels = channels

@@ -32,9 +32,9 @@ from zoneinfo import ZoneInfo
 
 from agents.workspace_files import read_file
 from bot.config.schema import Config, HeartbeatTarget
-from bot.hub.gateway import Gateway
-from bot.kernel.delivery import DeliveryError, send_reply
+from bot.kernel.delivery import DeliveryError
 from bot.kernel.owner import resolve_owner
+from bot.kernel.ports import Outbox, SystemTurns
 from bot.kernel.routing import decode_chat, parse_target
 from bot.kernel.sessions import SessionKey
 from bot.store.roles import History, Sessions
@@ -215,14 +215,16 @@ class Heartbeat:
     def __init__(
         self,
         config: Config,
-        gateway: Gateway,
+        turns: SystemTurns,
+        outbox: Outbox,
         store: HeartbeatStore,
         *,
         clock: Clock = _utc_now,
         keep_runs: int = KEEP_RUNS,
     ) -> None:
         self.config = config
-        self.gateway = gateway
+        self.turns = turns
+        self.outbox = outbox
         self.store = store
         self.clock = clock
         self.keep_runs = keep_runs
@@ -264,24 +266,24 @@ class Heartbeat:
         shown = checklist(await asyncio.to_thread(_read, self.config.workspace))
         if not shown:
             return "empty"
-        gateway = self.gateway
+        turns = self.turns
         try:
             chat = await resolve_target(
-                cfg.target, config=self.config, channels=gateway.channels, store=self.store
+                cfg.target, config=self.config, channels=self.outbox.channels, store=self.store
             )
         except TargetError as exc:
             log.warning("heartbeat skipped: %s", exc)
             return "no_target"
         agent = self.config.agent.id
-        if gateway.is_busy(self.key) or (
-            chat is not None and gateway.is_busy(SessionKey.for_chat(agent, chat))
+        if turns.is_busy(self.key) or (
+            chat is not None and turns.is_busy(SessionKey.for_chat(agent, chat))
         ):
             return "busy"
         await trim_history(self.store, self.key, self.keep_runs)
         prompt = HEARTBEAT_PROMPT.format(
             now=now.strftime("%A %Y-%m-%d %H:%M ") + self.timezone, checklist=shown
         )
-        outcome = await gateway.run_system_turn(self.key, prompt, when_busy="skip", mode="full")
+        outcome = await turns.run_system_turn(self.key, prompt, when_busy="skip", mode="full")
         if outcome is None:
             return "busy"
         result = outcome.result
@@ -294,13 +296,7 @@ class Heartbeat:
         if chat is None:
             return "silent"
         try:
-            sent = await send_reply(
-                gateway.channels,
-                chat,
-                result.text,
-                kind="heartbeat",
-                telemetry=gateway.runner.telemetry,  # the send is counted
-            )
+            sent = await self.outbox.send(chat, result.text, kind="heartbeat")  # counted
         except DeliveryError as exc:
             log.error("heartbeat: %s", exc)
             return "error"

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from bot.config.schema import Config
 from bot.cron.heartbeat import TargetError, resolve_target
 from bot.cron.jobs import CronJob, RunStatus, describe_chat
-from bot.hub.gateway import Gateway
-from bot.kernel.delivery import DeliveryError, clean_reply, send_reply
+from bot.kernel.delivery import DeliveryError, clean_reply
+from bot.kernel.ports import Outbox, SystemTurns
 from bot.kernel.sessions import SessionKey
 from bot.store.roles import Sessions
 from channels.base import ChatRef
@@ -44,25 +44,34 @@ SHUTDOWN = RunOutcome("skipped", "the daemon is stopping", shutdown=True)
 
 
 class JobRunner:
-    """Runs cron jobs through the gateway; `stopping()` says the scheduler is shutting down."""
+    """Runs cron jobs as system turns (`turns`, the hub through its port) and delivers what
+    they answer through `outbox`; `stopping()` says the scheduler is shutting down."""
 
-    def __init__(self, config: Config, store: Sessions, stopping: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        config: Config,
+        store: Sessions,
+        turns: SystemTurns,
+        outbox: Outbox,
+        stopping: Callable[[], bool],
+    ) -> None:
         self.config = config
         self.store = store
+        self.turns = turns
+        self.outbox = outbox
         self.stopping = stopping
 
-    async def run(
-        self, gateway: Gateway, job: CronJob, budget_gate: BudgetGate | None = None
-    ) -> RunOutcome:
+    async def run(self, job: CronJob, budget_gate: BudgetGate | None = None) -> RunOutcome:
         """Run `job` once and say how it went. `budget_gate` returns why nothing may be
         spent now (bot/kernel/budget.py), or "": the run is skipped then."""
-        if not gateway.accepting:
+        turns = self.turns
+        if not turns.accepting:
             return SHUTDOWN
         if budget_gate is not None and (why := await budget_gate()):
             return RunOutcome("skipped", f"daily budget: {why}", wait=BUDGET_WAIT)
         try:
             chat = await resolve_target(
-                job.deliver_to, config=self.config, channels=gateway.channels, store=self.store
+                job.deliver_to, config=self.config, channels=self.outbox.channels, store=self.store
             )
         except TargetError as exc:
             return RunOutcome("error", f"cannot deliver: {exc}", transient=True)
@@ -80,17 +89,16 @@ class JobRunner:
         if job.session_mode == "chat":
             if chat is None:
                 return RunOutcome("error", "a chat-session job needs a chat; deliver_to is none")
-            return await self._run_in_chat(gateway, chat, text)
-        return await self._run_isolated(gateway, job, chat, text)
+            return await self._run_in_chat(chat, text)
+        return await self._run_isolated(job, chat, text)
 
-    async def _run_in_chat(self, gateway: Gateway, chat: ChatRef, text: str) -> RunOutcome:
+    async def _run_in_chat(self, chat: ChatRef, text: str) -> RunOutcome:
+        turns = self.turns
         key = SessionKey.for_chat(self.config.agent.id, chat)
-        busy = gateway.is_busy(key)
-        outcome = await gateway.run_system_turn(
-            key, text, chat=chat, when_busy="queue", mode="full"
-        )
+        busy = turns.is_busy(key)
+        outcome = await turns.run_system_turn(key, text, chat=chat, when_busy="queue", mode="full")
         if outcome is None:
-            if not gateway.accepting or self.stopping():
+            if not turns.accepting or self.stopping():
                 return SHUTDOWN
             if busy:
                 return RunOutcome("ok", f"queued behind a running turn in {describe_chat(chat)}")
@@ -101,25 +109,24 @@ class JobRunner:
         if result.status == "error":
             return RunOutcome("error", f"the model call failed: {result.error}", transient=True)
         if result.status == "cancelled":
-            if self.stopping() or not gateway.accepting:
+            if self.stopping() or not turns.accepting:
                 return SHUTDOWN
             return RunOutcome("skipped", "stopped with /stop")
         if outcome.delivered:
             return RunOutcome("delivered", f"to {describe_chat(chat)}")
         return RunOutcome("ok", "NO_REPLY: nothing sent")
 
-    async def _run_isolated(
-        self, gateway: Gateway, job: CronJob, chat: ChatRef | None, text: str
-    ) -> RunOutcome:
+    async def _run_isolated(self, job: CronJob, chat: ChatRef | None, text: str) -> RunOutcome:
+        turns = self.turns
         key = SessionKey.cron(self.config.agent.id, job.id)
-        if gateway.is_busy(key):
+        if turns.is_busy(key):
             return RunOutcome("skipped", "the previous run is still going", transient=True)
         await self.store.reset_session(str(key))  # every run starts fresh
-        outcome = await gateway.run_system_turn(key, text, when_busy="skip", mode="minimal")
+        outcome = await turns.run_system_turn(key, text, when_busy="skip", mode="minimal")
         if outcome is None:
-            if not gateway.accepting or self.stopping():
+            if not turns.accepting or self.stopping():
                 return SHUTDOWN
-            if gateway.is_busy(key):
+            if turns.is_busy(key):
                 return RunOutcome("skipped", "the session was busy", transient=True)
             return RunOutcome("error", "the turn failed; see the log", transient=True)
         result = outcome.result
@@ -130,7 +137,7 @@ class JobRunner:
         if result.status == "cancelled":
             return (
                 SHUTDOWN
-                if self.stopping() or not gateway.accepting
+                if self.stopping() or not turns.accepting
                 else RunOutcome("skipped", "cancelled")
             )
         if chat is None:
@@ -138,8 +145,7 @@ class JobRunner:
                 return RunOutcome("ok", "NO_REPLY: nothing sent")
             return RunOutcome("ok", "deliver_to none: the result stays in the job's session")
         try:
-            telemetry = gateway.runner.telemetry  # the send is counted
-            sent = await send_reply(gateway.channels, chat, result.text, telemetry=telemetry)
+            sent = await self.outbox.send(chat, result.text)  # counted
         except DeliveryError as exc:
             return RunOutcome("error", str(exc), transient=True)
         if not sent:

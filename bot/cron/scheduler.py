@@ -7,7 +7,7 @@ seconds); jobs the `cron` tool adds through the `JobBook` (`bot/cron/book.py`) a
 as soon as the book says they changed. APScheduler only tells time; the job rows are the
 truth, re-read before each run.
 
-A run (`bot/cron_run.py`): isolated jobs get a fresh `agent:<id>:cron:<jobId>` session (minimal prompt) and the
+A run (`bot/cron/run.py`): isolated jobs get a fresh `agent:<id>:cron:<jobId>` session (minimal prompt) and the
 result goes to `deliver_to` through `bot.kernel.delivery.send_reply`; chat jobs are injected into the delivery chat's session
 (queued behind a running turn) and answer there. NO_REPLY posts nothing. Outcomes go to
 `cron_runs`. Transient failures (model errors, a busy session, an unreachable target or
@@ -41,7 +41,8 @@ from bot.cron.heartbeat import Heartbeat
 from bot.cron.jobs import POLL_EVERY, CronJob, CronJobs, CronRun
 from bot.cron.run import JobRunner, RunOutcome
 from bot.cron.schedule import format_time
-from bot.hub.gateway import Gateway
+from bot.kernel.ports import Outbox, SystemTurns
+from bot.observe.telemetry import OFF, Telemetry
 from bot.store.roles import Claims, CronStore, Sessions
 
 log = logging.getLogger(__name__)
@@ -63,10 +64,12 @@ class Scheduler:
         self,
         config: Config,
         store: SchedulerStore,
-        gateway: Gateway,
+        turns: SystemTurns,
+        outbox: Outbox,
         book: JobBook,
         heartbeat: Heartbeat | None = None,
         *,
+        telemetry: Telemetry = OFF,  # each run's outcome is counted
         budget_gate: Callable[[], Awaitable[str]] | None = None,
         clock: Callable[[], float] = time.time,
         retry_delays: Sequence[float] = RETRY_DELAYS,
@@ -75,7 +78,7 @@ class Scheduler:
     ) -> None:
         self.config = config
         self.store = store
-        self.gateway = gateway
+        self.telemetry = telemetry
         self.book = book
         self.heartbeat = heartbeat
         self.jobs = CronJobs(store)
@@ -93,7 +96,7 @@ class Scheduler:
         # Returns why nothing may be spent now (bot/kernel/budget.py), or "": runs are skipped then.
         self.budget_gate = budget_gate
         self._watching: asyncio.Task[None] | None = None
-        self.runs = JobRunner(config, store, lambda: self._stopping)
+        self.runs = JobRunner(config, store, turns, outbox, lambda: self._stopping)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -226,7 +229,7 @@ class Scheduler:
                 "so it was not run"
             )
             log.warning("cron job %s missed: %s", job.label, detail)
-            self.gateway.runner.telemetry.cron_run("missed")
+            self.telemetry.cron_run("missed")
             await self.jobs.record_run(CronRun(job.id, now, now, "missed", detail))
             await self.jobs.update(
                 job.id,
@@ -330,7 +333,7 @@ class Scheduler:
         if not job.schedule.one_shot and job.next_run_at is not None:
             missed = job.schedule.count_between(job.next_run_at, started, anchor=job.created_at)
         try:
-            outcome = await self.runs.run(self.gateway, job, self.budget_gate)
+            outcome = await self.runs.run(job, self.budget_gate)
         except Exception as exc:
             log.exception("cron job %s failed", job.label)
             outcome = RunOutcome("error", f"{type(exc).__name__}: {exc}", transient=True)
@@ -362,7 +365,7 @@ class Scheduler:
             detail += f"; gave up after {len(self.retry_delays)} retries"
         log_level = logging.WARNING if outcome.status in ("error", "skipped") else logging.INFO
         log.log(log_level, "cron job %s: %s%s", job.label, outcome.status, f" ({detail})")
-        self.gateway.runner.telemetry.cron_run(outcome.status)
+        self.telemetry.cron_run(outcome.status)
         error = detail if outcome.status in ("error", "skipped") else ""
         failures = 0
         if retry_at is not None and not outcome.wait:

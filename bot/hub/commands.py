@@ -19,6 +19,7 @@ from agents.model import Usage
 from agents.pricing import usage_summary
 from bot.config.schema import Config
 from bot.hub.model_choice import ModelChoices
+from bot.kernel.ports import NOTHING_TO_STOP
 from bot.kernel.sessions import SessionKey
 from bot.store.roles import History, Sessions, UsageLedger
 from bot.tools.skills import chat_listing, skill_catalog
@@ -41,7 +42,6 @@ COMMANDS = (
     "budget",
     "skills",
 )
-NOTHING_TO_STOP = "Nothing to stop."
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@[A-Za-z0-9_]+)?(?:\s|$)")
 
 HELP = """\

@@ -5,8 +5,10 @@ inbox first (a redelivered platform id is dropped there), checks access, answers
 without the model, and admits the rest into the session's `Lane`, starting turns as tasks.
 A global semaphore (`max_concurrent_runs`) hands out model-run slots first come, first
 served, given back when a turn's agent loop ends (before its answer is saved and sent). When
-a turn ends its inbox rows are closed and the lane starts what waits. `start()` begins taking sub-agent results (`Announcements`) as parent turns; crash recovery
-is `bot/hub/recovery.py`'s, through `process`, `close` and `send`.
+a turn ends its inbox rows are closed and the lane starts what waits. `start()` begins
+taking sub-agent results (`Announcements`) as parent turns; crash recovery is
+`bot/hub/recovery.py`'s, through `process`, `close` and `send`. Cron, the heartbeat and
+`perch chat` reach it as `SystemTurns` (`bot/kernel/ports.py`), never as the Gateway.
 """
 
 from __future__ import annotations
@@ -31,12 +33,15 @@ from bot.hub.commands import (
     unknown_command_reply,
 )
 from bot.hub.group_context import GroupContext
-from bot.hub.inbox_payload import inbound_to_payload, well_formed
+from bot.hub.inbox_payload import inbound_to_payload, well_formed, where
 from bot.hub.model_choice import ModelChoices
 from bot.hub.subagent_host import Announcements
-from bot.hub.turns import TurnOutcome, TurnRunner
+from bot.hub.turns import TurnRunner
 from bot.kernel.lanes import Admission, Lane, LaneTable, Pending, QueueMode, Turn, take_run_slot
 from bot.kernel.sessions import SessionKey
+from bot.kernel.turn_outcome import TurnOutcome
+from bot.media.chat import ChatMedia
+from bot.observe.telemetry import OFF, Telemetry
 from bot.store.roles import Claims, History, Inbox, Sessions, UsageLedger
 from channels.base import Channel, ChatRef, Inbound, Outbound
 
@@ -69,11 +74,15 @@ class Gateway:
         compactor: Compactor | None = None,
         cancel_children: Callable[[str], int] = lambda _session: 0,
         announcements: Announcements | None = None,
+        media: ChatMedia | None = None,  # acknowledged, steered and settled attachments
+        telemetry: Telemetry = OFF,  # the daemon's own notices are counted sends
+        window: int = 200_000,  # the model's context window: how full a session's context is
     ) -> None:
         self.config = config
         self.store = store
         self.runner = runner
         self.channels = channels
+        self.media, self.telemetry, self.window = media, telemetry, window
         self.access = access
         self.commands = Commands(self, store, config, models, budget=budget, remote=remote)
         agent = config.agent
@@ -111,13 +120,9 @@ class Gateway:
     async def on_message(self, inbound: Inbound) -> None:
         inbound = well_formed(inbound)
         key = SessionKey.for_chat(self.config.agent.id, inbound.chat)
+        chat, payload = inbound.chat, inbound_to_payload(inbound)
         inbox_id = await self.store.inbox_add(
-            inbound.chat.channel,
-            inbound.chat.account,
-            inbound.chat.chat_id,
-            inbound.message_id,
-            inbound_to_payload(inbound),
-            str(key),
+            chat.channel, chat.account, chat.chat_id, inbound.message_id, payload, str(key)
         )
         if inbox_id is None:
             log.info("duplicate message %s from %s dropped", inbound.message_id, where(inbound))
@@ -161,8 +166,8 @@ class Gateway:
             await self.send(inbound.chat, notice)
             return
         pending = Pending(inbound, inbox_id, self.group_context.take(str(key.chat_key)))
-        if self.runner.media is not None:
-            self.runner.media.acknowledge(inbound)
+        if self.media is not None:
+            self.media.acknowledge(inbound)
         lane = self._lane(key)
         self._apply(key, lane, pending, lane.admit(pending, self.mode))
 
@@ -177,8 +182,8 @@ class Gateway:
         if admission.steer_into is not None:
             turn = admission.steer_into
             turn.steered.append(pending)
-            if pending.inbound.attachments and self.runner.media is not None:
-                self._spawn(self.runner.media.steer(turn, pending))  # voice/files made text first
+            if pending.inbound.attachments and self.media is not None:
+                self._spawn(self.media.steer(turn, pending))  # voice/files made text first
                 return
             turn.steer_with(pending.inbound.text)
             return
@@ -244,7 +249,7 @@ class Gateway:
             try:
                 outcome = await self.runner.run(key, turn, chat, mode)
                 if (state := outcome.session) is not None:  # a full context runs one at a time
-                    self.lanes.note_context(state.key, state.context_tokens / self.runner.window)
+                    self.lanes.note_context(state.key, state.context_tokens / self.window)
                 return outcome
             finally:
                 turn.release_slot()
@@ -370,7 +375,7 @@ class Gateway:
             log.error("cannot reply on %s: channel not running", chat.channel)
             return
         try:
-            with self.runner.telemetry.send(chat.channel):  # counted, and a span of a turn's
+            with self.telemetry.send(chat.channel):  # counted, and a span of a turn's
                 await channel.send(Outbound(chat, text, urgent=urgent))
         except Exception as exc:
             log.error("sending to %s on %s failed: %s", chat.chat_id, chat.channel, exc)
@@ -384,16 +389,10 @@ class Gateway:
         failed, dropped) and take their acknowledgement reactions off."""
         items = list(items)
         await self.close([p.inbox_id for p in items], status)
-        if self.runner.media is not None:
-            await self.runner.media.settle(p.inbound for p in items)
+        if self.media is not None:
+            await self.media.settle(p.inbound for p in items)
 
     def _spawn(self, coro: Coroutine[Any, Any, object], name: str | None = None) -> None:
         task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-def where(inbound: Inbound) -> str:
-    """A message's chat and sender, for the log."""
-    chat = inbound.chat
-    return f"{chat.channel}:{chat.kind}:{chat.chat_id} (sender {inbound.sender_id})"

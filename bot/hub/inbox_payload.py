@@ -5,7 +5,8 @@ take-over by another instance can re-run it; these two functions are that row's 
 Images travel base64-encoded; an unreadable payload is logged and skipped, never raised.
 `well_formed` replaces lone UTF-16 surrogates and NUL (valid in a platform's JSON escapes,
 refused by the databases or model APIs) before anything is stored; NUL in the message text
-is left for the input guard, which reports it and keeps it from the model.
+is left for the input guard, which reports it and keeps it from the model. `where` names a
+message's chat and sender for the log lines of the gateway and the recovery.
 """
 
 from __future__ import annotations
@@ -105,3 +106,9 @@ def inbound_from_payload(payload: dict[str, Any]) -> Inbound | None:
     except (KeyError, TypeError, ValueError):
         log.warning("unreadable inbox payload skipped")
         return None
+
+
+def where(inbound: Inbound) -> str:
+    """A message's chat and sender, for the log."""
+    chat = inbound.chat
+    return f"{chat.channel}:{chat.kind}:{chat.chat_id} (sender {inbound.sender_id})"

@@ -15,8 +15,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from bot.config.schema import Config
-from bot.hub.gateway import where
-from bot.hub.inbox_payload import inbound_from_payload
+from bot.hub.inbox_payload import inbound_from_payload, where
 from bot.kernel.sessions import SessionKey
 from bot.store.roles import Claims, Inbox
 from channels.base import ChatRef, Inbound

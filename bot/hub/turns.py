@@ -25,7 +25,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 
 from agents.cache_policy import CachePolicy
 from agents.guard import BLOCKED_REPLY, check_input
@@ -33,8 +32,7 @@ from agents.history import estimate_tokens
 from agents.loop import AgentLoop, RunRequest, RunResult
 from agents.model import Block, Message, TextBlock, image_block, text_block
 from agents.pricing import context_window
-from agents.prompt import PromptBuilder, PromptMode, RuntimeInfo
-from agents.sanitize import sanitize_output
+from agents.prompt import PromptBuilder, PromptMode
 from agents.surrogates import fix_text
 from agents.tools.base import ToolContext, ToolRegistry
 from bot.config.schema import Config
@@ -44,6 +42,7 @@ from bot.kernel.delivery import TurnReply, cut_long_texts
 from bot.kernel.lanes import Pending, Turn
 from bot.kernel.routing import encode_chat
 from bot.kernel.sessions import SessionKey
+from bot.kernel.turn_outcome import SessionState, TurnOutcome, empty_answer
 from bot.media.chat import ChatMedia
 from bot.observe.labels import NO_CHANNEL
 from bot.observe.telemetry import OFF, Telemetry
@@ -60,26 +59,6 @@ EMPTY_REPLY = (
     "The model sent back an empty answer, so there is nothing to show. Please send your "
     "message again, or rephrase it."
 )
-
-
-@dataclass(frozen=True, slots=True)
-class SessionState:
-    """What a finished turn knows of its session, without asking the database again."""
-
-    key: str
-    messages: int  # stored after this turn (a concurrent run's own are not counted)
-    context_tokens: int  # the last model call's prompt (an estimate if no call finished)
-    cost_usd: float = 0.0  # what the turn's model calls cost
-    mode: PromptMode = "full"  # the prompt the turn ran with ...
-    runtime: RuntimeInfo | None = None  # ... and its session facts (compaction reuses them)
-
-
-@dataclass(slots=True)
-class TurnOutcome:
-    result: RunResult | None
-    delivered: bool
-    blocked: bool = False
-    session: SessionState | None = None  # after a model run: the session as it is now
 
 
 SessionListener = Callable[[SessionState], Awaitable[None]]
@@ -291,16 +270,6 @@ def turn_outcome(outcome: TurnOutcome) -> str:
     if outcome.blocked:
         return "blocked"
     return outcome.result.status if outcome.result is not None else "skipped"
-
-
-def empty_answer(result: RunResult) -> bool:
-    """The run ended normally with nothing a user could see (no text, or only reasoning or
-    markup the sanitizer removes) and never called a tool. Not NO_REPLY, a chosen silence; a
-    run that used tools may have answered through them (the `message` tool) or done its job."""
-    if result.status != "ok" or sanitize_output(result.text).strip():
-        return False
-    blocks = (b for m in result.new_messages if m["role"] == "assistant" for b in m["content"])
-    return not any(b.get("type") == "tool_use" for b in blocks)
 
 
 def _asked_in_a_dm(key: SessionKey, turn: Turn) -> bool:

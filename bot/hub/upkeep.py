@@ -26,8 +26,8 @@ from agents.tools.base import ToolContext, ToolRegistry
 from bot.config.schema import Config
 from bot.hub.model_choice import ModelChoices
 from bot.hub.turn_inputs import chat_history, runtime_info
-from bot.hub.turns import SessionState
 from bot.kernel.sessions import SessionKey
+from bot.kernel.turn_outcome import SessionState
 from bot.store.roles import History, Sessions, UsageLedger
 
 log = logging.getLogger(__name__)

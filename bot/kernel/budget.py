@@ -37,7 +37,7 @@ class BudgetStore(UsageLedger, Claims, Protocol):
 
 
 class RunCost(Protocol):
-    """What the usage listener is told of a finished turn (`bot.hub.turns.SessionState`)."""
+    """What the usage listener is told of a finished turn (`bot.kernel.turn_outcome.SessionState`)."""
 
     @property
     def cost_usd(self) -> float: ...

@@ -25,14 +25,13 @@ import struct
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from agents.prompt import PromptMode
 from agents.surrogates import fix_data
 from agents.tools.base import ToolError
 from bot.config.schema import Config
-from bot.hub.commands import NOTHING_TO_STOP
 from bot.kernel.budget import Budget
+from bot.kernel.ports import NOTHING_TO_STOP, ChatCommands, SystemTurns
 from bot.kernel.sessions import SessionKey
 from bot.observe.telemetry import OFF, Telemetry
 from bot.operator.ops import run_op
@@ -40,10 +39,10 @@ from bot.operator.ops_chat import default_chat_key, turn_reply
 from bot.operator.reply import LiveDaemon, OpContext, Reply
 from bot.store.roles import Store
 from bot.tools.messages import TargetPolicy
-from channels.base import Channel, ChatRef, Outbound
+from channels.base import Channel, Outbound
 
 if TYPE_CHECKING:
-    from bot.hub.turns import TurnOutcome
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -157,30 +156,8 @@ def peer_uid(writer: asyncio.StreamWriter) -> int | None:
     return int(uid)
 
 
-class SystemTurns(Protocol):
-    """The gateway as `perch chat` uses it."""
-
-    async def run_system_turn(
-        self,
-        key: SessionKey,
-        text: str,
-        *,
-        chat: ChatRef | None = None,
-        when_busy: Literal["skip", "queue"] = "skip",
-        mode: PromptMode = "full",
-        system: bool = True,
-    ) -> TurnOutcome | None: ...
-
-
 class CronPlanner(Protocol):
     async def sync(self) -> None: ...
-
-
-class ChatCommands(Protocol):
-    """The chat commands (`bot.hub.commands.Commands`): a stop from the shell or the dashboard
-    is the chat's `/stop`, reaching runs here and on other instances alike."""
-
-    async def handle(self, name: str, key: SessionKey) -> str: ...
 
 
 class DaemonControl:

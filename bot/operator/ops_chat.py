@@ -14,7 +14,7 @@ from bot.operator.reply import OpContext, Reply
 from channels.base import ChatRef
 
 if TYPE_CHECKING:
-    from bot.hub.turns import TurnOutcome
+    from bot.kernel.turn_outcome import TurnOutcome
 
 CLI_CHAT = ChatRef("cli", "local", "dm", "owner")  # `perch chat` without --session
 
@@ -26,8 +26,8 @@ def default_chat_key(config: Config) -> SessionKey:
 
 def turn_reply(outcome: TurnOutcome) -> Reply:
     """What `perch chat` prints for a finished turn: the cleaned reply, or why there is none."""
-    from bot.hub.turns import empty_answer
     from bot.kernel.delivery import clean_reply  # the turn machinery only when a turn ran
+    from bot.kernel.turn_outcome import empty_answer
 
     result = outcome.result
     if outcome.blocked:

@@ -8,7 +8,7 @@ channel's `groups` (never via `"*"`). A DM with anyone else is allowed only if t
 approved by pairing, which `ChatMessenger` asks the store. Everything else is refused with a
 message listing how targets are written. `owner` is `bot.kernel.owner.resolve_owner`'s answer: the
 first owner id of the running channels in registry order (the console's user counts too).
-The text goes out through `bot.kernel.delivery.send_reply`, cleaned like any reply.
+The text goes out through the `Outbox` (`bot/kernel/ports.py`), cleaned like any reply.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Literal
 from agents.tools.base import ToolError
 from agents.tools.message import TARGET_FORMS
 from bot.config.schema import Config
-from bot.kernel.delivery import DeliveryError, clean_reply, send_reply
+from bot.kernel.delivery import DeliveryError, clean_reply
 from bot.kernel.owner import owner_ids, policies
+from bot.kernel.ports import Outbox
 from bot.kernel.routing import decode_chat, parse_target
-from bot.observe.telemetry import OFF, Telemetry
 from bot.store.roles import Pairing
 from channels.base import Channel, ChatRef
 
@@ -112,16 +112,14 @@ class ChatMessenger:
         self,
         config: Config,
         store: Pairing,
-        channels: Mapping[str, Channel],
-        telemetry: Telemetry = OFF,  # each send is counted
+        outbox: Outbox,  # the running channels; each send is counted
     ) -> None:
         self.config = config
         self.store = store
-        self.channels = channels
-        self.telemetry = telemetry
+        self.outbox = outbox
 
     def policy(self) -> TargetPolicy:
-        return TargetPolicy.from_config(self.config, self.channels)
+        return TargetPolicy.from_config(self.config, self.outbox.channels)
 
     async def send(self, target: str, text: str, *, origin: str | None, session_key: str) -> str:
         policy = self.policy()
@@ -141,7 +139,7 @@ class ChatMessenger:
         if not clean_reply(text):
             raise ToolError("the message is empty after cleaning (NO_REPLY is never sent)")
         try:
-            clean = await send_reply(self.channels, chat, text, telemetry=self.telemetry)
+            clean = await self.outbox.send(chat, text)
         except DeliveryError as exc:
             log.error("message tool in %s: sending to %s failed: %s", session_key, where, exc)
             raise ToolError(f"sending to {where} failed: {exc.reason}") from None

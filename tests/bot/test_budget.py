@@ -16,8 +16,8 @@ from bot.config.agent import BudgetConfig
 from bot.config.schema import Config
 from bot.cron.book import JobBook
 from bot.cron.scheduler import Scheduler
-from bot.hub.turns import SessionState
 from bot.kernel.budget import REFRESH_EVERY, Budget
+from bot.kernel.turn_outcome import SessionState
 from bot.operator.cli import main
 from bot.store.open import open_store
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text

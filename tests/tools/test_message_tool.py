@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from agents.tools.base import ToolContext, ToolError
 from agents.tools.message import MessageTool
 from bot.config.schema import Config
+from bot.kernel.ports import Outbox
 from bot.kernel.sessions import SessionKey
 from bot.store.roles import Store
 from bot.store.rows import PairingRequest
@@ -102,7 +103,7 @@ async def test_a_run_without_a_chat_must_name_its_target(
     chan = MemoryChannel("telegram")
     async with running_daemon(tmp_path, fake, {"telegram": chan}, POLICY) as daemon:
         store: Store = daemon.store  # type: ignore[assignment]
-        tool = MessageTool(ChatMessenger(daemon.config, store, daemon.channels))
+        tool = MessageTool(ChatMessenger(daemon.config, store, Outbox(daemon.channels)))
         ctx = ToolContext(workspace=tmp_path, session_key="agent:main:cron:daily")
         with pytest.raises(ToolError, match="no current chat"):
             await tool.run({"text": "report"}, ctx)
