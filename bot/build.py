@@ -32,8 +32,8 @@ from agents.tools.message import MessageTool
 from bot.cluster.instances import InstanceBeacon
 from bot.cluster.receivers import Cluster, cron_poll_every
 from bot.cluster.stops import StopRequests
+from bot.config.models import build_router
 from bot.config.paths import socket_path
-from bot.config.providers import build_router
 from bot.config.schema import Config
 from bot.cron.book import JobBook
 from bot.cron.heartbeat import Heartbeat

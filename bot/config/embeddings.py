@@ -3,19 +3,17 @@
 `{provider, model, dimensions, weight, timeout_s, floor, ceiling}`: `provider` names a
 `providers.<name>` entry of `kind: openai` whose `/embeddings` endpoint turns memory notes,
 skills and each recall's question into vectors (`bot/recall/vectors.py`). Without it (the
-default) recall ranks by words alone. `embeddings_endpoint(config)` resolves it, raising a
-ValueError that names the key to fix, as `media.transcription` does.
+default) recall ranks by words alone. `embeddings_endpoint(wanted, providers)` resolves it,
+raising a ValueError that names the key to fix, as `media.transcription` does.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-if TYPE_CHECKING:
-    from bot.config.schema import Config
+from bot.config.providers import ProvidersConfig
 
 KEY = "agent.recall.embeddings"
 
@@ -58,15 +56,17 @@ class EmbeddingsEndpoint:
         return f"{self.provider}/{self.model}/{self.dimensions or 'native'}"
 
 
-def embeddings_endpoint(config: Config) -> EmbeddingsEndpoint | None:
-    """The endpoint `agent.recall.embeddings` names, or None when it is not configured.
+def embeddings_endpoint(
+    wanted: EmbeddingsConfig | None, providers: ProvidersConfig
+) -> EmbeddingsEndpoint | None:
+    """The endpoint `agent.recall.embeddings` (`wanted`) names among `providers`, or None when
+    it is not configured.
 
     Raises ValueError naming the key to fix when the provider is missing or not `kind: openai`.
     """
-    wanted = config.agent.recall.embeddings
     if wanted is None:
         return None
-    found = config.providers.get(wanted.provider)
+    found = providers.get(wanted.provider)
     if found is None:
         raise ValueError(
             f"{KEY}.provider: no provider {wanted.provider!r} under providers:; "

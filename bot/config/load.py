@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from bot.config.errors import ConfigError
 from bot.config.lenient import relax
-from bot.config.providers import missing_key
+from bot.config.models import missing_key
 from bot.config.redact import may_echo, scrub, secret_values
 from bot.config.schema import Config
 from bot.config.secret_sources import SecretSourceError, secret_env, secret_files

@@ -10,12 +10,10 @@ and names the workspace folder other files are saved under.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-if TYPE_CHECKING:
-    from bot.config.schema import Config
+from bot.config.providers import ProvidersConfig
 
 
 class _Model(BaseModel):
@@ -50,15 +48,17 @@ class Endpoint:
     model: str
 
 
-def transcription_endpoint(config: Config) -> Endpoint | None:
-    """The endpoint `media.transcription` names, or None when it is not configured.
+def transcription_endpoint(
+    wanted: TranscriptionConfig | None, providers: ProvidersConfig
+) -> Endpoint | None:
+    """The endpoint `media.transcription` (`wanted`) names among `providers`, or None when it
+    is not configured.
 
     Raises ValueError naming the key to fix when the provider is missing or not `kind: openai`.
     """
-    wanted = config.media.transcription
     if wanted is None:
         return None
-    found = config.providers.get(wanted.provider)
+    found = providers.get(wanted.provider)
     if found is None:
         raise ValueError(
             f"media.transcription.provider: no provider {wanted.provider!r} under providers:; "

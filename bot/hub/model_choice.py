@@ -13,7 +13,7 @@ from collections import OrderedDict
 from typing import Protocol
 
 from agents.providers.model_names import parse_model_name
-from bot.config.providers import display_model, offered_models
+from bot.config.models import display_model, offered_models
 from bot.config.schema import Config
 
 CACHED_SESSIONS = 4096

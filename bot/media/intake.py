@@ -117,7 +117,7 @@ class MediaIntake:
     @classmethod
     def from_config(cls, config: Config) -> MediaIntake:
         """Raises ValueError naming the key when `media.transcription` names no usable provider."""
-        endpoint = transcription_endpoint(config)
+        endpoint = transcription_endpoint(config.media.transcription, config.providers)
         settings = config.media.transcription
         transcriber = None
         if endpoint is not None and settings is not None:

@@ -16,7 +16,7 @@ from opentelemetry.trace import get_current_span as current_span
 
 from agents.model import ModelRequest
 from agents.observer import RunObserver
-from bot.config.providers import offered_models, split_model
+from bot.config.models import offered_models, split_model
 from bot.config.schema import Config
 from bot.observe.spans import CONVERSATION
 from bot.observe.watches import (

@@ -15,8 +15,8 @@ from agents.prompt import PromptBuilder
 from bot.config.errors import ConfigError
 from bot.config.layout import layout_problem
 from bot.config.load import require_api_key
+from bot.config.models import build_router
 from bot.config.paths import socket_path
-from bot.config.providers import build_router
 from bot.config.schema import Config
 from bot.hub.turns import TurnRunner
 from bot.kernel.budget import Budget

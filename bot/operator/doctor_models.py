@@ -18,8 +18,10 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from agents.providers.model_names import DEFAULT_PROVIDER
 from bot.config.agent import DEFAULT_MODEL
-from bot.config.providers import DEFAULT_PROVIDER, ProviderConfig, fallbacks, split_model
+from bot.config.models import fallbacks, split_model
+from bot.config.providers import ProviderConfig
 from bot.config.schema import Config
 
 Result = tuple[bool, str, str, str]

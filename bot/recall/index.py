@@ -128,7 +128,7 @@ class SearchIndex:
         from bot.recall.vectors import VectorIndex
 
         try:
-            endpoint = embeddings_endpoint(config)
+            endpoint = embeddings_endpoint(config.agent.recall.embeddings, config.providers)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         settings = config.agent.recall.embeddings

@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.cluster.instances import LIVE_WITHIN
-from bot.config.providers import fallbacks
+from bot.config.models import fallbacks
 from bot.cron.jobs import CronJobs, describe_target
 from bot.cron.schedule import format_time
 from bot.kernel.budget import day_start

@@ -13,7 +13,7 @@ from agents.providers import make_provider
 from agents.providers.model_names import ModelName, parse_model_name
 from agents.providers.router import ModelRouter
 from bot.config.load import load_config
-from bot.config.providers import display_model, split_model
+from bot.config.models import display_model, split_model
 from bot.config.schema import Config
 from bot.hub.model_choice import ModelChoices
 from bot.store.sqlite.store import SQLiteStore

@@ -9,7 +9,7 @@ import pytest
 
 from bot.config.errors import ConfigError
 from bot.config.load import load_config, require_api_key
-from bot.config.providers import fallbacks, offered_models, split_model, used_providers
+from bot.config.models import fallbacks, offered_models, split_model, used_providers
 
 
 def load(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]

@@ -112,7 +112,9 @@ async def test_transcription_config_reads_the_provider(tmp_path: Path) -> None:
 
     async with FakeOpenAIAudio() as stt:
         config = make_config(tmp_path, "http://127.0.0.1:9", transcription_config(stt))
-        assert transcription_endpoint(config) == Endpoint(stt.base_url, stt.api_key, "whisper-1")
+        assert transcription_endpoint(config.media.transcription, config.providers) == Endpoint(
+            stt.base_url, stt.api_key, "whisper-1"
+        )
 
 
 attachments = st.builds(
