@@ -16,15 +16,17 @@ parts `Parts` holds.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from agents.cache_policy import CachePolicy
 from agents.compaction import CompactionPolicy, Compactor
 from agents.loop import AgentLoop
+from agents.observer import NO_OBSERVER, RunObserver
 from agents.pricing import context_window
 from agents.prompt import PromptBuilder
 from agents.providers.router import ModelRouter
+from agents.skills.catalog import SkillCatalog
 from agents.subagents import SubagentRunner
 from agents.tools.base import ToolRegistry
 from agents.tools.cron import CronTool
@@ -43,7 +45,7 @@ from bot.hub.gateway import Gateway
 from bot.hub.model_choice import ModelChoices
 from bot.hub.recovery import InboxRecovery
 from bot.hub.subagent_host import ChildSessions, LaneAnnouncer, subagent_limits
-from bot.hub.turns import TurnRunner
+from bot.hub.turns import SessionListener, TurnRunner
 from bot.hub.upkeep import SessionUpkeep
 from bot.kernel.budget import Budget
 from bot.kernel.notices import OwnerLine
@@ -51,11 +53,12 @@ from bot.kernel.owner import owner_ids, policies
 from bot.kernel.ports import Outbox
 from bot.media.chat import ChatMedia
 from bot.observe.server import MetricsServer
-from bot.observe.telemetry import Telemetry, build_telemetry
+from bot.observe.telemetry import OFF, Telemetry, build_telemetry
 from bot.operator.control_server import ControlServer, DaemonControl
 from bot.process.status import DaemonStatus, StatusSource
 from bot.recall.index import SearchIndex
 from bot.recall.turn_recall import TurnRecall
+from bot.recall.visibility import Owners
 from bot.store.roles import Store
 from bot.tools.belt import build_tools
 from bot.tools.mcp import McpHost
@@ -93,6 +96,166 @@ class Parts:
     index: SearchIndex  # memory notes, conversations and skills, searched by recall and tools
 
 
+@dataclass(frozen=True, slots=True)
+class Brain:
+    """What every turn thinks with: the model client, the agent loop, the skills and the
+    search index (and whose DMs see the memory files)."""
+
+    client: ModelRouter
+    loop: AgentLoop
+    skills: SkillCatalog
+    owners: Owners
+    index: SearchIndex
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        await self.index.aclose()
+
+
+@dataclass(frozen=True, slots=True)
+class Belt:
+    """The daemon's tools and the prompt that lists them, with the parts they write through."""
+
+    media: ChatMedia
+    cron: JobBook
+    mcp: McpHost
+    announcer: LaneAnnouncer
+    subagents: SubagentRunner
+    tools: ToolRegistry  # the base tools and `spawn`
+    prompts: PromptBuilder
+
+
+@dataclass(frozen=True, slots=True)
+class ChatTurn:
+    """The smaller build `perch chat` runs one turn on when no daemon runs: no channels, so no
+    `message`, `cron` or `spawn` tools; the turn is saved like any other."""
+
+    brain: Brain
+    budget: Budget
+    runner: TurnRunner
+
+
+def build_brain(
+    config: Config,
+    store: Store,
+    channels: Mapping[str, Channel],
+    observer: RunObserver = NO_OBSERVER,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> Brain:
+    agent = config.agent
+    client = build_router(config, observer)
+    loop = AgentLoop(
+        client,
+        agent.model,
+        max_iterations=agent.max_iterations,
+        max_tokens=agent.max_tokens,
+        max_tool_result_chars=agent.max_tool_result_chars,
+        observer=observer,
+    )
+    skills = skill_catalog(config)  # read by the prompt, read_skill and exec alike
+    owners = owner_ids(config, channels)  # whose DMs see the memory files
+    index = SearchIndex.from_config(config, store, skills, owners, clock=clock)
+    return Brain(client, loop, skills, owners, index)
+
+
+def build_belt(
+    config: Config,
+    store: Store,
+    brain: Brain,
+    outbox: Outbox,
+    telemetry: Telemetry,
+    gate: Callable[[], Awaitable[str]] | None = None,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> Belt:
+    """The tools: the workspace's, chats', cron's and the MCP servers' (started lazily); then
+    `spawn`. `gate` says why nothing may be spent now (the daily budget), or ""."""
+    agent = config.agent
+    media = ChatMedia(config, outbox.channels, telemetry)
+    cron = JobBook(config, store)
+    mcp = McpHost(config, telemetry.mcp_headers)
+    messenger = ChatMessenger(config, store, outbox)
+    base_tools = build_tools(
+        config,
+        [MessageTool(messenger), CronTool(cron), *media.tools()],
+        mcp.providers(),
+        brain.skills,
+        brain.index,
+    )
+    prompts = prompt_builder(config, brain, base_tools, clock)
+    announcer = LaneAnnouncer()
+    subagents = SubagentRunner(
+        brain.loop,
+        prompts,
+        ChildSessions(store, brain.index),
+        announcer,
+        tools=base_tools,
+        agent_id=agent.id,
+        limits=subagent_limits(config),
+        timezone=agent.timezone,
+        model=agent.subagents.model,
+        gate=gate,
+    )
+    return Belt(media, cron, mcp, announcer, subagents, subagents.tools, prompts)
+
+
+def prompt_builder(
+    config: Config, brain: Brain, tools: ToolRegistry, clock: Callable[[], float] = time.time
+) -> PromptBuilder:
+    # The skills are listed in the prompt only where read_skill is on the belt (agent.tools).
+    listed = brain.skills if "read_skill" in tools else None
+    return PromptBuilder(config.workspace, skills=listed, clock=clock)
+
+
+def turn_runner(
+    config: Config,
+    store: Store,
+    brain: Brain,
+    prompts: PromptBuilder,
+    tools: ToolRegistry,
+    channels: Mapping[str, Channel],
+    *,
+    media: ChatMedia | None = None,
+    models: ModelChoices | None = None,
+    after_run: Sequence[SessionListener] = (),
+    telemetry: Telemetry = OFF,
+    cache: CachePolicy | None = None,
+) -> TurnRunner:
+    """The turns on `brain`, each recalling first what the index holds about its message."""
+    agent = config.agent
+    return TurnRunner(
+        config,
+        store,
+        brain.loop,
+        prompts,
+        tools,
+        channels,
+        media=media,
+        models=models,
+        after_run=after_run,
+        telemetry=telemetry,
+        cache=cache,
+        recall=TurnRecall(agent.recall, brain.index, brain.owners, agent.timezone, brain.skills),
+        index=brain.index,
+    )
+
+
+def build_chat(config: Config, store: Store) -> ChatTurn:
+    """`perch chat` without a daemon: the daemon's brain and workspace tools, no channels."""
+    brain = build_brain(config, store, {})
+    tools = build_tools(config, skills=brain.skills, index=brain.index)
+    runner = turn_runner(config, store, brain, prompt_builder(config, brain, tools), tools, {})
+    return ChatTurn(brain, Budget(config.agent.budget, store), runner)
+
+
+def build_prompt(config: Config, store: Store) -> tuple[Brain, Belt]:
+    """`perch doctor`'s prompt measure: the daemon's brain and tool belt without channels
+    (MCP servers are not started, so their tools are not counted)."""
+    brain = build_brain(config, store, {})
+    return brain, build_belt(config, store, brain, Outbox({}), OFF)
+
+
 def build(
     config: Config,
     store: Store,
@@ -106,54 +269,16 @@ def build(
     a conversation at its own pace with it)."""
     agent = config.agent
     telemetry = build_telemetry(config, instance_id)
-    client = build_router(config, telemetry.observer)
-    loop = AgentLoop(
-        client,
-        agent.model,
-        max_iterations=agent.max_iterations,
-        max_tokens=agent.max_tokens,
-        max_tool_result_chars=agent.max_tool_result_chars,
-        observer=telemetry.observer,
-    )
-    skills = skill_catalog(config)  # read by the prompt, read_skill and exec alike
-    owners = owner_ids(config, channels)  # whose DMs see the memory files
-    index = SearchIndex.from_config(config, store, skills, owners, clock=clock)
+    brain = build_brain(config, store, channels, telemetry.observer, clock=clock)
+    client, loop, index = brain.client, brain.loop, brain.index
     models = ModelChoices(store, config)
     owner = OwnerLine(config, channels, telemetry)
     budget = Budget(agent.budget, store, owner.tell)
     gate = budget.notice if budget.enabled else None
-
-    # The tools: the workspace's, chats', cron's and the MCP servers'; then `spawn`.
-    media = ChatMedia(config, channels, telemetry)
-    cron = JobBook(config, store)
-    mcp = McpHost(config, telemetry.mcp_headers)
     outbox = Outbox(channels, telemetry)  # the one road out to a chat, each send counted
-    messenger = ChatMessenger(config, store, outbox)
-    base_tools = build_tools(
-        config,
-        [MessageTool(messenger), CronTool(cron), *media.tools()],
-        mcp.providers(),
-        skills,
-        index,
-    )
-    # The skills are listed in the prompt only where read_skill is on the belt (agent.tools).
-    prompts = PromptBuilder(
-        config.workspace, skills=skills if "read_skill" in base_tools else None, clock=clock
-    )
-    announcer = LaneAnnouncer()
-    subagents = SubagentRunner(
-        loop,
-        prompts,
-        ChildSessions(store, index),
-        announcer,
-        tools=base_tools,
-        agent_id=agent.id,
-        limits=subagent_limits(config),
-        timezone=agent.timezone,
-        model=agent.subagents.model,
-        gate=gate,
-    )
-    tools = subagents.tools  # the base tools and `spawn`
+    belt = build_belt(config, store, brain, outbox, telemetry, gate, clock=clock)
+    media, cron, mcp, tools, prompts = belt.media, belt.cron, belt.mcp, belt.tools, belt.prompts
+    announcer, subagents = belt.announcer, belt.subagents
 
     # A turn, the upkeep after it, and the gateway that admits it.
     window = agent.context_window or context_window(agent.model)
@@ -169,10 +294,10 @@ def build(
     )
     cache = CachePolicy(agent.cache.ttl, clock=clock)  # the prompt cache's life per session
     upkeep = SessionUpkeep(config, store, compactor, prompts, models, tools=tools, cache=cache)
-    runner = TurnRunner(
+    runner = turn_runner(
         config,
         store,
-        loop,
+        brain,
         prompts,
         tools,
         channels,
@@ -181,8 +306,6 @@ def build(
         after_run=[upkeep.after_run, *([budget.after_run] if budget.enabled else [])],
         telemetry=telemetry,
         cache=cache,
-        recall=TurnRecall(agent.recall, index, owners, agent.timezone, skills),
-        index=index,
     )
     access = AccessControl(
         store, policies(config, list(config.channels.all())), owner.pairing_request
@@ -238,7 +361,7 @@ def build(
     control = ControlServer(socket_path(config), config, store, live)
     web = None
     if address is not None:
-        web = WebServer(address, config, store, live, skills, instance_id)
+        web = WebServer(address, config, store, live, brain.skills, instance_id)
     return Parts(
         client=client,
         tools=tools,

@@ -1,10 +1,10 @@
 """`perch doctor`'s line on the prompt: the size of what every chat request begins with.
 
 The tools and the system prompt stand before every conversation and are read from the
-prompt cache together. The check builds them as the daemon does (`bot.build.build` with no
-channels; MCP servers are not started, so their tools are not counted) and prints the
-estimate `agents.prompt_size` makes (4 characters a token): the tools, the persona, then
-memory and skills. Over `LARGE_PREFIX` tokens it warns: every request carries them.
+prompt cache together. The check builds them with the daemon's own graph, only the part it
+needs (`bot.build.build_prompt`: the brain and the tool belt, no channels; MCP servers are not
+started, so their tools are not counted) and prints the estimate `agents.prompt_size` makes
+(4 characters a token): the tools, the persona, then memory and skills. Over `LARGE_PREFIX` tokens it warns: every request carries them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from agents.prompt_size import prefix_size
-from bot.build import build
+from bot.build import build_prompt
 from bot.config.schema import Config
 from bot.hub.turn_inputs import runtime_info
 from bot.kernel.sessions import SessionKey
@@ -29,15 +29,18 @@ async def prompt_check(config: Config) -> Check:
         store = await open_store(config.store_target)
     except Exception as exc:
         return Check(False, "prompt", f"not measured: the database did not open ({exc})")
+    brain = None
     try:
-        runner = build(config, store, {}, "doctor").gateway.runner
+        brain, belt = build_prompt(config, store)
         key = SessionKey.dm(config.agent.id, "console", "local", "owner")
         runtime = runtime_info(config, key, None, config.agent.model)
-        size = prefix_size(runner.tools.schemas(), runner.prompts.build("full", runtime))
+        size = prefix_size(belt.tools.schemas(), belt.prompts.build("full", runtime))
     except Exception as exc:  # a bug here must not hide the other checks
         log.exception("doctor: measuring the prompt failed")
         return Check(False, "prompt", f"not measured: {exc}", "see the log; report it")
     finally:
+        if brain is not None:
+            await brain.aclose()
         await store.close()
     persona, *rest = size.system
     slow = sum(rest[:-1])  # the last block is the session's facts
