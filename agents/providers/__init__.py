@@ -1,7 +1,8 @@
 """Model providers, one module per kind, behind `agents.model.ModelClient`.
 
 `anthropic` (the Messages API) and `openai` (any Chat Completions endpoint) share one retry
-policy (`retry`); `router.ModelRouter` picks the provider by model name and falls back across
+policy (`retry`) and one base (`sdk_provider.SdkProvider`: settings, the SDK client's life, the
+retried call); `router.ModelRouter` picks the provider by model name and falls back across
 providers. SDKs are imported on first use, never by importing this package.
 """
 

@@ -4,20 +4,17 @@
 thread: it costs about a second). The SDK's own retries are off; the shared policy
 (`agents.providers.retry`) retries 408/409/429/5xx/529, connection errors and mid-stream
 overload, never once text reached `on_text`. Our blocks are the Messages API's own shape, so
-requests pass through unconverted. The API key never reaches a log.
+requests pass through unconverted. The API key never reaches a log. What it shares with the
+`openai` provider (settings, the client's life, the retried call) is `sdk_provider.py`'s.
 """
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 import logging
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from agents.model import (
     Block,
-    ModelError,
     ModelRequest,
     ModelResponse,
     TextCallback,
@@ -25,21 +22,16 @@ from agents.model import (
     text_block,
     tool_use_block,
 )
-from agents.pricing import Price, cost_usd
+from agents.pricing import cost_usd
 from agents.providers.anthropic_body import BodyEncoder
 from agents.providers.retry import (
-    CONNECT_TIMEOUT_S,
     BrokenAfterText,
     Failure,
-    GaveUp,
-    RetryPolicy,
-    Sleep,
     StreamCut,
-    broken_error,
-    final_error,
     parse_retry_after,
     transport_failure,
 )
+from agents.providers.sdk_provider import SdkProvider
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -119,122 +111,48 @@ def _keep_stream_types() -> None:
         log.debug("not keeping the SDK's stream types: %s", exc)
 
 
-class AnthropicClient:
-    """Claude over the Messages API, streaming, with retries.
-
-    `sleep` replaces `asyncio.sleep` between attempts (tests record the schedule with it);
-    `prices` overrides the built-in price table per model (USD per million tokens).
-    """
+class AnthropicClient(SdkProvider["AsyncAnthropic"]):
+    """Claude over the Messages API, streaming, with retries (settings: `SdkProvider`)."""
 
     kind = "anthropic"
+    sdk_module = "anthropic"
+    default_base_url = DEFAULT_BASE_URL
 
-    def __init__(
-        self,
-        api_key: str,
-        base_url: str | None = None,
-        *,
-        name: str = "anthropic",
-        timeout: float = 600,
-        connect_timeout: float = CONNECT_TIMEOUT_S,
-        max_attempts: int = 8,
-        backoff_base: float = 2.0,
-        backoff_cap: float = 60.0,
-        retry_after_cap: float = 120.0,
-        unreachable_budget_s: float = 30.0,
-        prices: Mapping[str, Price] | None = None,
-        sleep: Sleep | None = None,
-    ) -> None:
-        self.name = name
-        self._api_key = api_key
-        self._base_url = base_url
-        self._timeout = timeout
-        self._connect_timeout = min(connect_timeout, timeout)
-        self._prices = dict(prices or {})
-        self.policy = RetryPolicy(
-            classify,
-            max_attempts=max_attempts,
-            backoff_base=backoff_base,
-            backoff_cap=backoff_cap,
-            retry_after_cap=retry_after_cap,
-            unreachable_budget_s=unreachable_budget_s,
-            sleep=sleep,
+    def _setup(self) -> None:
+        self._body = BodyEncoder()  # remembers the encoded tools and system blocks
+
+    classify = staticmethod(classify)
+
+    def _make_sdk(self) -> AsyncAnthropic:
+        from anthropic import AsyncAnthropic, DefaultAioHttpClient, Timeout
+
+        _keep_stream_types()
+        return AsyncAnthropic(
+            api_key=self._api_key,
+            base_url=self._base_url,
+            max_retries=0,
+            timeout=Timeout(self._timeout, connect=self._connect_timeout),
+            http_client=DefaultAioHttpClient(),  # the SDK's own, on aiohttp
         )
-        self._client: AsyncAnthropic | None = None
-        self._body = BodyEncoder()
 
-    def __repr__(self) -> str:  # never show the key
-        return f"AnthropicClient(name={self.name!r}, base_url={self._base_url!r})"
+    def _shown(self, model: str) -> str:
+        return model  # the default provider's models go by their bare names
 
-    @property
-    def max_attempts(self) -> int:
-        return self.policy.max_attempts
-
-    def _sdk(self) -> AsyncAnthropic:
-        if self._client is None:
-            from anthropic import AsyncAnthropic, DefaultAioHttpClient, Timeout
-
-            _keep_stream_types()
-
-            self._client = AsyncAnthropic(
-                api_key=self._api_key,
-                base_url=self._base_url,
-                max_retries=0,
-                timeout=Timeout(self._timeout, connect=self._connect_timeout),
-                http_client=DefaultAioHttpClient(),  # the SDK's own, on aiohttp
-            )
-        return self._client
-
-    async def _sdk_off_loop(self) -> AsyncAnthropic:
-        """The SDK client, its first import (about a second of CPU) done in a worker thread
-        so the event loop keeps serving other chats meanwhile instead of freezing."""
-        await asyncio.to_thread(importlib.import_module, "anthropic")
-        return self._sdk()
-
-    async def warm(self) -> None:
-        """Load the SDK and build the client ahead of the first request (the daemon calls
-        this in the background after READY), so the first reply is as quick as later ones."""
-        if self._client is None:
-            await self._sdk_off_loop()
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections (safe to call twice, or before any call)."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
+    def _key_setting(self) -> str:
+        return "ANTHROPIC_API_KEY" if self.name == "anthropic" else super()._key_setting()
 
     async def complete(
         self, request: ModelRequest, on_text: TextCallback | None = None
     ) -> ModelResponse:
         """Stream one response, retried by the policy; `ModelError` when it gives up."""
-        try:
-            return await self.policy.call(
-                request.model, lambda: self._stream_once(request, on_text)
-            )
-        except BrokenAfterText as exc:
-            raise broken_error(exc.failure) from exc.__cause__
-        except GaveUp as exc:
-            raise self._error(exc, request.model) from exc.__cause__
-
-    def _error(self, gave_up: GaveUp, model: str) -> ModelError:
-        setting = f"providers.{self.name}.base_url"
-        key_env = (
-            "ANTHROPIC_API_KEY" if self.name == "anthropic" else f"providers.{self.name}.api_key"
-        )
-        return final_error(
-            gave_up,
-            model,
-            where=self._base_url or DEFAULT_BASE_URL,
-            setting=setting,
-            key_env=key_env,
-            timeout=self._timeout,
-        )
+        return await self._retried(request.model, lambda: self._stream_once(request, on_text))
 
     async def _stream_once(
         self, request: ModelRequest, on_text: TextCallback | None
     ) -> ModelResponse:
         sent_text = False
         try:
-            sdk = self._client or await self._sdk_off_loop()
+            sdk = await self._sdk_off_loop()
             from anthropic import AsyncStream
             from anthropic.lib.streaming import AsyncMessageStreamManager
             from anthropic.types import Message, RawMessageStreamEvent
@@ -286,8 +204,7 @@ class AnthropicClient:
             cache_write_1h_tokens=(getattr(split, "ephemeral_1h_input_tokens", 0) or 0),
         )
         answered_by = message.model or model
-        price = self._prices.get(model) or self._prices.get(answered_by)
-        usage.cost_usd = cost_usd(answered_by, usage, price)
+        usage.cost_usd = cost_usd(answered_by, usage, self._price(model, answered_by))
         return ModelResponse(
             content=content,
             stop_reason=message.stop_reason or "end_turn",

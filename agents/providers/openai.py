@@ -7,16 +7,15 @@ choices), rebuilds tool calls from their pieces, and reads only `delta.content` 
 reasoning fields some servers add (`reasoning_content`, `reasoning`) never reach a chat.
 Cost comes from the provider's configured prices; a model without one costs 0 (local).
 Images of tool results go in a user message after the tool messages (`openai_wire`); a model
-that refuses them (400) gets the request again with notes instead, and no more of them.
+that refuses them (400) gets the request again with notes instead, and no more of them. What
+it shares with the `anthropic` provider (settings, the client's life, the retried call) is
+`sdk_provider.py`'s.
 """
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 import itertools
 import logging
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from agents.model import (
@@ -28,26 +27,21 @@ from agents.model import (
     Usage,
     text_block,
 )
-from agents.pricing import Price, cost_usd
+from agents.pricing import cost_usd
 from agents.providers.openai_body import ChatBodyEncoder
 from agents.providers.openai_wire import (
     FINISH_REASONS,
     ToolCallAccumulator,
 )
 from agents.providers.retry import (
-    CONNECT_TIMEOUT_S,
     RETRYABLE_STATUSES,
     BrokenAfterText,
     Failure,
-    GaveUp,
-    RetryPolicy,
-    Sleep,
     StreamCut,
-    broken_error,
-    final_error,
     parse_retry_after,
     transport_failure,
 )
+from agents.providers.sdk_provider import SdkProvider
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -117,79 +111,36 @@ def _has_tool_images(request: ModelRequest) -> bool:
     )
 
 
-class OpenAIClient:
-    """A Chat Completions provider, streaming, with retries. `name` is its config key."""
+class OpenAIClient(SdkProvider["AsyncOpenAI"]):
+    """A Chat Completions provider, streaming, with retries (settings: `SdkProvider`)."""
 
     kind = "openai"
+    sdk_module = "openai"
+    default_base_url = DEFAULT_BASE_URL
 
-    def __init__(
-        self,
-        api_key: str,
-        base_url: str | None = None,
-        *,
-        name: str = "openai",
-        timeout: float = 600,
-        connect_timeout: float = CONNECT_TIMEOUT_S,
-        max_attempts: int = 8,
-        backoff_base: float = 2.0,
-        backoff_cap: float = 60.0,
-        retry_after_cap: float = 120.0,
-        unreachable_budget_s: float = 30.0,
-        prices: Mapping[str, Price] | None = None,
-        sleep: Sleep | None = None,
-    ) -> None:
-        self.name = name
-        self._api_key = api_key or "none"  # local servers take any key; the SDK wants one
-        self._base_url = base_url or DEFAULT_BASE_URL
-        self._timeout = timeout
-        self._connect_timeout = min(connect_timeout, timeout)
-        self._prices = dict(prices or {})
-        self.policy = RetryPolicy(
-            classify,
-            max_attempts=max_attempts,
-            backoff_base=backoff_base,
-            backoff_cap=backoff_cap,
-            retry_after_cap=retry_after_cap,
-            unreachable_budget_s=unreachable_budget_s,
-            sleep=sleep,
-        )
-        self._client: AsyncOpenAI | None = None
+    def _setup(self) -> None:
+        self._api_key = self._api_key or "none"  # local servers take any key; the SDK wants one
+        self._base_url = self._base_url or DEFAULT_BASE_URL
         self._body = ChatBodyEncoder()
         self._no_tool_images: set[str] = set()  # models that refused tool-result images
 
-    def __repr__(self) -> str:  # never show the key
-        return f"OpenAIClient(name={self.name!r}, base_url={self._base_url!r})"
+    classify = staticmethod(classify)
 
-    def _sdk(self) -> AsyncOpenAI:
-        if self._client is None:
-            from openai import AsyncOpenAI, DefaultAioHttpClient, Timeout
+    def _make_sdk(self) -> AsyncOpenAI:
+        from openai import AsyncOpenAI, DefaultAioHttpClient, Timeout
 
-            self._client = AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self._base_url,
-                max_retries=0,
-                timeout=Timeout(self._timeout, connect=self._connect_timeout),
-                http_client=DefaultAioHttpClient(),  # the SDK's own, on aiohttp
-            )
-        return self._client
-
-    async def warm(self) -> None:
-        """Load the SDK and build the client ahead of the first request (in the background
-        after READY), so the first reply is as quick as later ones."""
-        if self._client is None:
-            await asyncio.to_thread(importlib.import_module, "openai")
-            self._sdk()
-
-    async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
+        return AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self._base_url,
+            max_retries=0,
+            timeout=Timeout(self._timeout, connect=self._connect_timeout),
+            http_client=DefaultAioHttpClient(),  # the SDK's own, on aiohttp
+        )
 
     async def complete(
         self, request: ModelRequest, on_text: TextCallback | None = None
     ) -> ModelResponse:
-        if self._client is None:
-            await asyncio.to_thread(importlib.import_module, "openai")
+        await self._sdk_off_loop()
         images = request.model not in self._no_tool_images and _has_tool_images(request)
         try:
             return await self._complete(request, on_text, images)
@@ -212,24 +163,8 @@ class OpenAIClient:
     async def _complete(
         self, request: ModelRequest, on_text: TextCallback | None, tool_images: bool
     ) -> ModelResponse:
-        try:
-            return await self.policy.call(
-                f"{self.name}/{request.model}",
-                lambda: self._stream_once(request, on_text, tool_images),
-            )
-        except BrokenAfterText as exc:
-            raise broken_error(exc.failure) from exc.__cause__
-        except GaveUp as exc:
-            raise self._error(exc, request.model) from exc.__cause__
-
-    def _error(self, gave_up: GaveUp, model: str) -> ModelError:
-        return final_error(
-            gave_up,
-            f"{self.name}/{model}",
-            where=self._base_url,
-            setting=f"providers.{self.name}.base_url",
-            key_env=f"providers.{self.name}.api_key",
-            timeout=self._timeout,
+        return await self._retried(
+            request.model, lambda: self._stream_once(request, on_text, tool_images)
         )
 
     async def _stream_once(
@@ -305,12 +240,11 @@ class OpenAIClient:
             output_tokens=raw.completion_tokens or 0,
             cache_read_tokens=cached,
         )
-        price = self._prices.get(model) or self._prices.get(answered_by)
+        price = self._price(model, answered_by)
         usage.cost_usd = cost_usd(model, usage, price) if price is not None else 0.0
         return usage
 
     async def list_models(self) -> list[str]:
         """Model ids the endpoint lists (`GET /models`); raises the SDK's errors."""
-        await asyncio.to_thread(importlib.import_module, "openai")
-        page = await self._sdk().models.list()
+        page = await (await self._sdk_off_loop()).models.list()
         return [m.id for m in page.data]
