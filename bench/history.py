@@ -3,7 +3,7 @@
 A session with 5,000 stored messages and a fresh one (10 messages): the CPU of what a turn
 does with its history before the model call, reading it from the store and preparing it
 (`prepare_history`, turn limit 50). "Whole session" is how turns read history before issue
-19 (`Store.messages`, everything); "bounded tail" is `bot.hub.turns.load_history`, which reads
+19 (`Store.messages`, everything); "bounded tail" is `bot.hub.turn_inputs.load_history`, which reads
 only the tail the turn limit can use. The difference is set beside the CPU of a whole turn
 measured by `bench.overhead` (`--turn-cpu-ms`).
 

@@ -1,10 +1,10 @@
-"""Benchmark 5: SQLite, turns persisted per second through `bot.store.Store`.
+"""Benchmark 5: SQLite, turns persisted per second through `bot.store.roles.Store`.
 
 A typical chat turn is a user message and an assistant reply of a few sentences, written by
 `Store.save_run` in one transaction with its usage row; a tool turn adds a tool call and a
 2 KB tool result. Measured one at a time and with 8 runs saving at once (the default run
 cap), then the whole database work of one gateway turn (inbox row, session and history
-load (the tail `bot.hub.turns.load_history` reads), save, inbox close), and the save through the
+load (the tail `bot.hub.turn_inputs.load_history` reads), save, inbox close), and the save through the
 sqlite3 module directly. Each figure is the median of 3 rounds. The database lives in a temporary folder (its file
 system is printed); WAL with synchronous=NORMAL, as the store opens it.
 
@@ -103,7 +103,7 @@ async def main_async(turns: int) -> Report:
                 key = f"agent:main:telegram:1:dm:{9000 + i % (5 * SESSIONS)}"
                 inbox = await store.inbox_add("telegram", "1", str(i), f"m{i}", {"text": "hi"}, key)
                 session = await store.session(key)
-                await store.recent_messages(session.id, 400)  # bot.hub.turns.load_history
+                await store.recent_messages(session.id, 400)  # bot.hub.turn_inputs.load_history
                 await store.save_run(session.id, key, chat_turn(i), usage=USAGE, run_id=f"g{i}")
                 await store.inbox_close([inbox] if inbox else [], "done")
 

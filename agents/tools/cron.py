@@ -1,8 +1,8 @@
 """The `cron` tool: the agent schedules, lists and removes its own wake-ups.
 
 Owns the tool's input contract and its checks (clear errors the model can act on) and the
-small `CronService` protocol the daemon implements (`bot/scheduler.py`); schedule parsing,
-storage and running live there. The chat the request came from (`ctx.origin`) is where the
+small `CronService` protocol the daemon implements (`bot/cron/book.py` `JobBook`); schedule
+parsing, storage and running live in `bot/cron/`. The chat the request came from (`ctx.origin`) is where the
 result goes unless `deliver_to` says otherwise.
 
 Decisions: the model may deliver only to `here` (the chat it is talking in), `owner`, `last`

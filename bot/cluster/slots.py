@@ -6,7 +6,7 @@
   received the message. Waiting for a slot is cancellable (`/stop`). A store that is not
   shared (SQLite, one daemon) needs none of this: the lanes in memory are the whole truth.
 - Cron slots (`cron:<job id>` at its due time) and heartbeat ticks (`heartbeat` at the
-  tick's interval boundary) are taken by the scheduler so each fires once (bot/scheduler.py).
+  tick's interval boundary) are taken by the scheduler so each fires once (bot/cron/scheduler.py).
 - A claim is leased to its instance and renewed by the instance beat; the claims of an
   instance that died run out after `store.lease` seconds and the others go on.
 """

@@ -105,7 +105,7 @@ class SessionControl(Protocol):
 
 
 class RemoteControl(Protocol):
-    """Stops runs on other instances sharing the store (`bot.cluster.stops.RemoteStops`)."""
+    """Stops runs on other instances sharing the store (`bot.cluster.stops.StopRequests`)."""
 
     async def stop(self, key: str, *, everything: bool) -> int: ...
 

@@ -11,7 +11,7 @@ Only `run` (and `chat` without a running daemon) need the model key: every other
 loads the config leniently, so an unset `${VAR}` never stops it (`doctor` reports it).
 Heavy imports (the Anthropic SDK, channel libraries) happen only in the commands that need
 them, so `perch status` and `perch pairing` answer at once. The commands that talk to the
-daemon live in `bot/control_cli.py`.
+daemon live in `bot/operator/control_cli.py`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """`perch status`, `sessions`, `pairing`, `chat`, `send`, `usage` and `stop`: the commands that
 ask the daemon.
 
-Each builds one control request (`bot/control_ops.py`) and hands it to
-`bot/control_client.run_command`, which asks the running daemon over its socket or, when
+Each names one control operation (`bot/operator/ops.py`) and hands it to
+`bot/operator/control_client.run_command`, which asks the running daemon over its socket or, when
 none runs, does the same against the database (`chat` then runs the turn in-process; `send`
 needs the daemon). `register(sub, add)` adds them to the parser (`bot.operator.cli.build_parser`).
 """

@@ -4,7 +4,7 @@
 `{"op": ..., "args": {...}}` as one JSON line to the daemon's socket and prints the one-line
 JSON answer (a `Reply`). When nothing listens there (no socket, or a stale one left by a
 crash) the same operation runs against the database directly, except `send` (only the
-daemon can deliver) and `chat`, which then runs one turn in-process (`bot/control_local.py`,
+daemon can deliver) and `chat`, which then runs one turn in-process (`bot/operator/control_local.py`,
 the only path that needs the model key).
 """
 

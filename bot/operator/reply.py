@@ -37,7 +37,7 @@ class Reply:
 
 
 class LiveDaemon(Protocol):
-    """What the operations need from a running daemon (`bot/control_server.py`)."""
+    """What the operations need from a running daemon (`bot/operator/control_server.py`)."""
 
     def status(self) -> dict[str, Any]: ...
 

@@ -2,7 +2,7 @@
 
 The copy holds the SQLite file's instance lock (so the daemon must be stopped, and cannot
 start meanwhile), refuses a target that already holds data, copies every table in
-`bot.store.COPY_COLUMNS` with its ids, and leaves the SQLite file untouched. Afterwards the
+`bot.store.rows.COPY_COLUMNS` with its ids, and leaves the SQLite file untouched. Afterwards the
 user sets `store.url` and restarts Perch. `register(sub, add)` adds the subcommand.
 """
 

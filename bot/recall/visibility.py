@@ -1,7 +1,7 @@
 """Who may see what the index holds: the scope of each document, the scopes of each chat.
 
 Every document carries one scope; a chat sees the documents whose scope is among its
-`visible_scopes`. The rule (pure, table-tested in tests/test_recall_visibility.py):
+`visible_scopes`. The rule (pure, table-tested in tests/recall/test_recall_visibility.py):
 - skills: `public`, seen everywhere;
 - memory files (MEMORY.md, memory/*.md): `owner`, seen only in the owner's DMs: a DM whose
   person is an owner id of its channel (`bot/kernel/owner.py`: the first id of `allow_from`, the

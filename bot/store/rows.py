@@ -1,8 +1,8 @@
-"""The rows and constants of the `Store` protocol (`bot/store.py`), in a module of their own.
+"""The rows and constants of the store's roles (`bot/store/roles.py`), in a module of their own.
 
 Plain dataclasses a backend returns, the errors it raises, the columns `perch store
 migrate` copies, and the one place that knows how a message is stored (`encode_message`,
-`decode_message`). `bot.store` re-exports every name here; import them from there.
+`decode_message`). Import them from here (`bot.store.rows`).
 """
 
 from __future__ import annotations
