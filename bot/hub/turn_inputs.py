@@ -1,7 +1,7 @@
 """What a turn starts its request from: the stored session and its history, read so a turn's
-cost does not grow with the session's length; the history as it is sent; the session facts
-of the prompt. Compaction (`bot.hub.upkeep`) starts its own request the same way, so it reads
-the chat's prompt cache.
+cost does not grow with the session's length, and the history as it is sent (the session
+facts of the prompt are `bot/kernel/session_facts.py`'s). Compaction (`bot.hub.upkeep`)
+starts its own request the same way, so it reads the chat's prompt cache.
 """
 
 from __future__ import annotations
@@ -11,12 +11,9 @@ from typing import Protocol
 from agents.compaction import with_summary
 from agents.history import prepare_history, user_turn_starts
 from agents.model import Message
-from agents.prompt import RuntimeInfo
 from bot.config.schema import Config
-from bot.kernel.sessions import SessionKey
 from bot.store.roles import History, Sessions
 from bot.store.rows import SessionRow
-from channels import registry
 
 
 class TurnStore(Sessions, History, Protocol):
@@ -31,17 +28,6 @@ def chat_history(config: Config, summary: str, stored: list[Message], window: in
         max_turns=config.agent.history_turns,
         context_window_tokens=window,
         keep_image_turns=config.agent.image_turns - 1,  # the turn an image arrives counts
-    )
-
-
-def runtime_info(config: Config, key: SessionKey, channel: str | None, model: str) -> RuntimeInfo:
-    """The session facts of the prompt for `key`, talking through `channel` (if any)."""
-    return RuntimeInfo(
-        agent_id=config.agent.id,
-        session_key=str(key),
-        model=model,
-        timezone=config.agent.timezone,
-        chat_hint=registry.capabilities(channel).chat_hint if channel else "",
     )
 
 

@@ -37,10 +37,11 @@ from agents.surrogates import fix_text
 from agents.tools.base import ToolContext, ToolRegistry
 from bot.config.schema import Config
 from bot.hub.model_choice import ModelChoices
-from bot.hub.turn_inputs import TurnStore, chat_history, load_session, runtime_info
+from bot.hub.turn_inputs import TurnStore, chat_history, load_session
 from bot.kernel.delivery import TurnReply, cut_long_texts
 from bot.kernel.lanes import Pending, Turn
 from bot.kernel.routing import encode_chat
+from bot.kernel.session_facts import runtime_info
 from bot.kernel.sessions import SessionKey
 from bot.kernel.turn_outcome import SessionState, TurnOutcome, empty_answer
 from bot.media.chat import ChatMedia

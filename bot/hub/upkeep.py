@@ -25,7 +25,8 @@ from agents.prompt import PromptBuilder
 from agents.tools.base import ToolContext, ToolRegistry
 from bot.config.schema import Config
 from bot.hub.model_choice import ModelChoices
-from bot.hub.turn_inputs import chat_history, runtime_info
+from bot.hub.turn_inputs import chat_history
+from bot.kernel.session_facts import runtime_info
 from bot.kernel.sessions import SessionKey
 from bot.kernel.turn_outcome import SessionState
 from bot.store.roles import History, Sessions, UsageLedger

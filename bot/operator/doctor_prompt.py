@@ -14,7 +14,7 @@ import logging
 from agents.prompt_size import prefix_size
 from bot.build import build_prompt
 from bot.config.schema import Config
-from bot.hub.turn_inputs import runtime_info
+from bot.kernel.session_facts import runtime_info
 from bot.kernel.sessions import SessionKey
 from bot.operator.checks import Check
 from bot.store.open import open_store
