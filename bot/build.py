@@ -32,14 +32,14 @@ from agents.tools.base import ToolRegistry
 from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
 from bot.cluster.instances import InstanceBeacon
-from bot.cluster.receivers import Cluster, cron_poll_every
+from bot.cluster.receivers import Cluster
 from bot.cluster.stops import StopRequests
 from bot.config.models import build_router
 from bot.config.paths import socket_path
 from bot.config.schema import Config
 from bot.cron.book import JobBook
 from bot.cron.heartbeat import Heartbeat
-from bot.cron.scheduler import Scheduler
+from bot.cron.scheduler import Scheduler, cron_poll_every
 from bot.hub.access import AccessControl
 from bot.hub.gateway import Gateway
 from bot.hub.model_choice import ModelChoices

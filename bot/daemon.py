@@ -29,8 +29,7 @@ from typing import Any
 from agents.subagents import SubagentRunner
 from agents.tools.base import ToolRegistry
 from bot.build import Parts, build
-from bot.cluster.instances import InstanceBeacon
-from bot.cluster.receivers import beat_every
+from bot.cluster.instances import InstanceBeacon, beat_every
 from bot.config.paths import status_path
 from bot.config.schema import Config
 from bot.cron.book import JobBook

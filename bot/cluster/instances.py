@@ -28,6 +28,12 @@ class InstanceStore(Lifecycle, Instances, Protocol):
 
 
 LIVE_WITHIN = 30.0
+BEAT_EVERY = 5.0  # the most seconds between beats; shorter when `store.lease` is short
+
+
+def beat_every(lease: float) -> float:
+    """Beats come at least three times per lease, so a live instance never loses one."""
+    return max(min(BEAT_EVERY, lease / 3), 0.2)
 
 
 def summarise(status: dict[str, Any]) -> dict[str, Any]:

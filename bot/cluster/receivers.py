@@ -26,25 +26,11 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from bot.cluster.stops import StopListener, StopStore
-from bot.cron.jobs import POLL_EVERY
 from bot.kernel.sessions import SessionKey
 from channels.base import Channel, Inbound
 from channels.registry import ChannelsConfig, single_receiver
 
 log = logging.getLogger(__name__)
-
-BEAT_EVERY = 5.0  # the most seconds between beats; shorter when `store.lease` is short
-
-
-def beat_every(lease: float) -> float:
-    """Beats come at least three times per lease, so a live instance never loses one."""
-    return max(min(BEAT_EVERY, lease / 3), 0.2)
-
-
-def cron_poll_every(store: ClusterStore) -> float:
-    """How often the scheduler looks for job changes: every beat when instances share the
-    store (a job added on one is planned on all), else the single daemon's slow poll."""
-    return beat_every(store.lease) if store.shared else POLL_EVERY
 
 
 class ClusterStore(StopStore, Protocol):
