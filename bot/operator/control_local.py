@@ -64,11 +64,11 @@ async def _run(config: Config, store: Store, key: SessionKey, text: str) -> Repl
         return Reply(78, err=f"perch chat: {problem}\n")
     chat: ChatTurn | None = None
     try:
+        seed_workspace(config.workspace)  # before the prompt and the skills read it
         chat = build_chat(config, store)  # the daemon's graph, the part a turn needs
         notice = await chat.budget.notice()
         if notice:
             return Reply(1, err=f"perch chat: {notice}\n")
-        seed_workspace(config.workspace)
         inbound = Inbound(
             chat=ChatRef("", "", "dm", str(key)),
             sender_id="owner",
