@@ -11,6 +11,13 @@ dashboard (`bot/web/`, when `web.enabled`) comes last: it reads what the others 
 changes things through the same `LiveDaemon` as the control socket. The daemon
 (`bot/daemon.py`) opens the store and the channels' adapters, calls `build`, then starts the
 parts `Parts` holds.
+
+`build` is made of named parts: `build_brain` (model router, loop, skills, index),
+`build_belt` (the tools and the prompt), `turn_runner`. The wings that drive the hub (cron,
+the heartbeat, the control socket) get it as the kernel's ports (`bot/kernel/ports.py`),
+never the Gateway itself. Commands that need part of the daemon without one running take a
+smaller build of the same parts: `build_chat` (`perch chat`) and `build_prompt` (`perch
+doctor`'s prompt measure).
 """
 
 from __future__ import annotations
