@@ -1,11 +1,14 @@
 # Perch: `make run` sets up and starts the daemon, `make test` sets up and runs every check.
 # `make run` installs only what the daemon needs; the checks add the dev tools (.[dev]).
+# It runs on ./config.local.yaml if you made one (perch onboard does), else the tracked
+# ./config.yaml; CONFIG=path picks another file.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEV    := $(VENV)/.installed-dev
-CONFIG ?= config.yaml
+CONFIG ?=
+CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG))
 LOWEST := .venv-lowest
 
 .PHONY: setup run init test test-lowest lint format typecheck unit bench install-service clean
@@ -23,10 +26,10 @@ $(DEV): $(STAMP)
 	touch $(DEV)
 
 init: $(STAMP)
-	$(BIN)/perch init --config $(CONFIG)
+	$(BIN)/perch init $(CONFIG_ARG)
 
 run: init
-	$(BIN)/perch run --config $(CONFIG)
+	$(BIN)/perch run $(CONFIG_ARG)
 
 lint: $(DEV)
 	$(BIN)/ruff check .
