@@ -11,7 +11,7 @@ CONFIG ?=
 CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG))
 LOWEST := .venv-lowest
 
-.PHONY: setup run init test test-lowest lint format typecheck unit bench install-service clean
+.PHONY: setup run init test test-lowest lint format typecheck unit docs bench install-service clean
 
 setup: $(DEV)
 
@@ -45,7 +45,12 @@ typecheck: $(DEV)
 unit: $(DEV)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-test: lint typecheck unit
+# The manual (docs/, mkdocs.yml): built strictly, so a broken link or a page missing from the
+# nav fails like a failing test. The site goes to ./site (ignored); `mkdocs serve` shows it live.
+docs: $(DEV)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint typecheck docs unit
 
 # The suite again on the lowest version pyproject.toml allows of each direct dependency (uv's
 # lowest-direct resolution), in a venv of its own: proves the declared floors. uv's cache
@@ -63,4 +68,4 @@ install-service:
 	systemd/install.sh
 
 clean:
-	rm -rf $(VENV) $(LOWEST) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOWEST) .pytest_cache .mypy_cache .ruff_cache site
