@@ -5,8 +5,9 @@ The config path is `--config PATH`, else `$PERCH_CONFIG`, else in a checkout
 `./config.local.yaml` if it exists and `./config.yaml` if not, else
 `$XDG_CONFIG_HOME/perch/config.yaml` (`bot.config.paths`). A config problem prints one
 line and exits 78 (EX_CONFIG), which systemd is told not to restart on: so do a workspace
-that holds the state directory, the config or a secret (`bot.config.layout`), and exec enabled where its sandbox cannot start. `perch run` sets the
-umask to 077, so everything the daemon writes is private to its user, under systemd or not.
+that holds the state directory, the config or a secret (`bot.config.layout`), and exec
+enabled where its sandbox cannot start. `perch run` sets the umask to 077, so everything the
+daemon writes is private to its user, under systemd or not.
 Only `run` (and `chat` without a running daemon) need the model key: every other command
 loads the config leniently, so an unset `${VAR}` never stops it (`doctor` reports it).
 Heavy imports (the Anthropic SDK, channel libraries) happen only in the commands that need
