@@ -1,14 +1,17 @@
 # Perch: `make run` sets up and starts the daemon, `make test` sets up and runs every check.
 # `make run` installs only what the daemon needs; the checks add the dev tools (.[dev]).
+# It runs on ./config.local.yaml if you made one (perch onboard does), else the tracked
+# ./config.yaml; CONFIG=path picks another file.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEV    := $(VENV)/.installed-dev
-CONFIG ?= config.yaml
+CONFIG ?=
+CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG))
 LOWEST := .venv-lowest
 
-.PHONY: setup run init test test-lowest lint format typecheck unit bench install-service clean
+.PHONY: setup run init test test-lowest lint format typecheck unit docs bench install-service clean
 
 setup: $(DEV)
 
@@ -23,10 +26,10 @@ $(DEV): $(STAMP)
 	touch $(DEV)
 
 init: $(STAMP)
-	$(BIN)/perch init --config $(CONFIG)
+	$(BIN)/perch init $(CONFIG_ARG)
 
 run: init
-	$(BIN)/perch run --config $(CONFIG)
+	$(BIN)/perch run $(CONFIG_ARG)
 
 lint: $(DEV)
 	$(BIN)/ruff check .
@@ -42,7 +45,12 @@ typecheck: $(DEV)
 unit: $(DEV)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-test: lint typecheck unit
+# The manual (docs/, mkdocs.yml): built strictly, so a broken link or a page missing from the
+# nav fails like a failing test. The site goes to ./site (ignored); `mkdocs serve` shows it live.
+docs: $(DEV)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint typecheck docs unit
 
 # The suite again on the lowest version pyproject.toml allows of each direct dependency (uv's
 # lowest-direct resolution), in a venv of its own: proves the declared floors. uv's cache
@@ -60,4 +68,4 @@ install-service:
 	systemd/install.sh
 
 clean:
-	rm -rf $(VENV) $(LOWEST) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOWEST) .pytest_cache .mypy_cache .ruff_cache site

@@ -1,4 +1,4 @@
-"""Screenshots of the dashboard for the README: `.venv/bin/python docs/shoot_dashboard.py`.
+"""Screenshots of the dashboard for the manual (docs/operations/dashboard.md): `.venv/bin/python docs/shoot_dashboard.py`.
 
 Starts a real daemon in a temporary folder (the fake model server of the tests, in-memory
 Telegram and Slack channels, one MCP test server), gives it a month of made-up usage, a few

@@ -31,7 +31,7 @@ mkdir -p "$prefix" /etc/perch
 if [ "$src" != "$prefix" ]; then
   tar -C "$src" --exclude=.venv --exclude=.git --exclude=data --exclude=workspace \
       --exclude=.mypy_cache --exclude=.ruff_cache --exclude=.pytest_cache --exclude=.hypothesis \
-      --exclude=config.yaml --exclude='config.yaml.bak.*' --exclude=perch.env \
+      --exclude=config.local.yaml --exclude='config*.yaml.bak.*' --exclude=perch.env \
       --exclude=credentials -cf - . | tar -C "$prefix" -xf -
 fi
 # The system Python (not one under /root or $HOME: ProtectHome hides those from the service).

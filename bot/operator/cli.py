@@ -1,12 +1,13 @@
 """The `perch` command: run, init, doctor, status, sessions, pairing, cron, chat, send, mcp,
 skills, memory.
 
-The config path is `--config PATH`, else `$PERCH_CONFIG`, else `./config.yaml` in a checkout,
-else `$XDG_CONFIG_HOME/perch/config.yaml` (`bot.config.paths`). A config
-problem prints one line and exits 78 (EX_CONFIG), which systemd is told not to restart on:
-so do a workspace that holds the state directory, the config or a secret
-(`bot.config.layout`), and exec enabled where its sandbox cannot start. `perch run` sets the
-umask to 077, so everything the daemon writes is private to its user, under systemd or not.
+The config path is `--config PATH`, else `$PERCH_CONFIG`, else in a checkout
+`./config.local.yaml` if it exists and `./config.yaml` if not, else
+`$XDG_CONFIG_HOME/perch/config.yaml` (`bot.config.paths`). A config problem prints one
+line and exits 78 (EX_CONFIG), which systemd is told not to restart on: so do a workspace
+that holds the state directory, the config or a secret (`bot.config.layout`), and exec
+enabled where its sandbox cannot start. `perch run` sets the umask to 077, so everything the
+daemon writes is private to its user, under systemd or not.
 Only `run` (and `chat` without a running daemon) need the model key: every other command
 loads the config leniently, so an unset `${VAR}` never stops it (`doctor` reports it).
 Heavy imports (the Anthropic SDK, channel libraries) happen only in the commands that need
@@ -141,8 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text, description=text)
         p.add_argument(
             "--config",
-            help="config file (default: $PERCH_CONFIG, ./config.yaml in a checkout, "
-            "else ~/.config/perch/config.yaml)",
+            help="config file (default: $PERCH_CONFIG; in a checkout ./config.local.yaml "
+            "if it exists, else ./config.yaml; else ~/.config/perch/config.yaml)",
         )
         p.set_defaults(func=func)
         return p

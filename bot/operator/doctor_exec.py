@@ -58,7 +58,7 @@ def exec_checks(config: Config, environ: Mapping[str, str] | None = None) -> lis
                 "secrets",
                 f"exec is on and the environment holds {', '.join(exposed)}",
                 "read them from files instead: ${cred:name} or ${file:/path} in config.yaml "
-                "(README, Security)",
+                "(docs/security.md)",
                 warn=True,
             )
         )

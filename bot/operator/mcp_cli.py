@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from bot.config.errors import ConfigError
 from bot.config.load import load_config, parse_config
 from bot.config.mcp import McpConfig
-from bot.config.paths import config_path, socket_path
+from bot.config.paths import config_path, edited_config_path, socket_path
 from bot.operator.control_client import call
 from bot.operator.onboard_files import config_template, config_text, set_key, write_config
 from bot.operator.ops_mcp import probe_reply
@@ -67,7 +67,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
-    path = config_path(getattr(args, "config", None))
+    path = edited_config_path(getattr(args, "config", None))
     try:
         servers = translate(_read_json(args.json), args.name)
     except ValueError as exc:

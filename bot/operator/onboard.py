@@ -12,12 +12,13 @@ checks (offline and scripted setups). Platforms are not named here: the channel 
 `${VAR}` secrets and which of those are `Secret` fields come from the registry and the
 shipped template.
 
-It writes the config where every later command looks (`bot.config.paths.config_path`:
-`./config.yaml` in a checkout, else `~/.config/perch/config.yaml`), keeping its comments,
+It writes the config where every later command looks (`bot.config.paths.edited_config_path`:
+`./config.local.yaml` in a checkout, first copied from the tracked `./config.yaml`, else
+`~/.config/perch/config.yaml`), keeping its comments,
 with `secrets.env_file` (mode 0600) or `secrets.credentials_dir` naming where the secrets went,
 so no command needs anything sourced. Re-running it edits: current values are the defaults,
 an existing config is only changed after a yes (or `--yes`), and the old one is kept as
-`config.yaml.bak.N`. It then seeds the workspace as `perch init` does and runs `perch doctor`.
+`<name>.bak.N`. It then seeds the workspace as `perch init` does and runs `perch doctor`.
 """
 
 from __future__ import annotations
@@ -87,9 +88,9 @@ def register(sub: Any, add: Any) -> None:
 
 
 def cmd_onboard(args: argparse.Namespace) -> int:
-    from bot.config.paths import config_path
+    from bot.config.paths import edited_config_path
 
-    path = config_path(args.config)
+    path = edited_config_path(args.config)
     try:
         return onboard(path, args, Asker(interactive=not args.yes))
     except OnboardError as exc:

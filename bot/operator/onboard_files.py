@@ -1,7 +1,8 @@
 """The files `perch onboard` writes: config.yaml (comments kept), the env file, credentials.
 
-`config_template(path)` reads the existing config, or the shipped template (package data,
-`bot.config.paths.template_text`) for a new one, as a round-trip tree (ruamel.yaml), so
+`config_template(path)` reads the existing config, or for a new one the checkout's tracked
+`config.yaml` beside a `config.local.yaml`, else the shipped template
+(`bot.config.paths.template_text`), as a round-trip tree (ruamel.yaml), so
 writing it back keeps every comment and the key order; `set_key` edits it by dotted key.
 `write_config` keeps the previous file as `<name>.bak.N` (the next free number, so no run
 overwrites an earlier backup) and replaces it atomically, creating missing folders. The
@@ -22,7 +23,7 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.config.paths import template_text
+from bot.config.paths import CONFIG_NAME, LOCAL_NAME, template_text
 from bot.config.secret_sources import parse_env_lines
 
 if TYPE_CHECKING:
@@ -54,8 +55,15 @@ def _yaml() -> YAML:
 
 
 def config_template(path: Path) -> Any:
-    """The tree to edit: `path` if it exists, else the shipped template."""
-    text = path.read_text(encoding="utf-8") if path.exists() else template_text()
+    """The tree to edit: `path` if it exists; a new `config.local.yaml` starts as the tracked
+    `config.yaml` beside it; anything else as the shipped template."""
+    tracked = path.with_name(CONFIG_NAME)
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+    elif path.name == LOCAL_NAME and tracked.is_file():
+        text = tracked.read_text(encoding="utf-8")
+    else:
+        text = template_text()
     data = _yaml().load(text)
     return data if data is not None else _yaml().load("{}")
 

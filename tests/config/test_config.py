@@ -19,7 +19,7 @@ from bot.config.load import interpolate, load_config, require_api_key
 from bot.config.schema import HeartbeatTarget
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = REPO / "bot" / "config" / "template.yaml"  # copied to ./config.yaml by perch init
+SHIPPED = REPO / "config.yaml"  # the tracked default; perch init copies it elsewhere
 ENV = {"ANTHROPIC_API_KEY": "sk-ant-test"}
 
 

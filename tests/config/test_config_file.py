@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from bot.config.load import load_config
 from bot.config.schema import Config
 
-SHIPPED = Path(__file__).resolve().parents[2] / "bot" / "config" / "template.yaml"
+SHIPPED = Path(__file__).resolve().parents[2] / "config.yaml"
 ENV = {"ANTHROPIC_API_KEY": "sk-ant-test"}
 LEGACY = {"fallback_models"}  # still read, named in a comment beside `fallbacks`
 

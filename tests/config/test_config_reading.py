@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from bot.config.errors import EXIT_CONFIG, ConfigError
 from bot.config.load import load_config
-from bot.config.paths import config_path, template_text
+from bot.config.paths import config_path, edited_config_path, template_text
 from bot.config.yaml_read import MAX_NODES, YamlProblem, read_yaml
 
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -169,6 +169,11 @@ def test_config_path_order_flag_then_env_then_checkout_then_user_config(
     assert config_path("given.yaml", {**home, "PERCH_CONFIG": "/etc/p.yaml"}) == Path("given.yaml")
     assert config_path(None, {**home, "PERCH_CONFIG": "/etc/p.yaml"}) == Path("/etc/p.yaml")
     assert config_path(None, home) == Path("config.yaml")
+    assert edited_config_path(None, home) == Path("config.local.yaml")  # the tracked one stays
+    assert edited_config_path("given.yaml", home) == Path("given.yaml")
+    (checkout / "config.local.yaml").write_text("")  # your own copy wins over the default
+    assert config_path(None, home) == Path("config.local.yaml")
+    assert config_path(None, {**home, "PERCH_CONFIG": "/etc/p.yaml"}) == Path("/etc/p.yaml")
     monkeypatch.chdir(tmp_path)  # not a checkout: a config.yaml lying here is not picked up
     (tmp_path / "config.yaml").write_text("")
     assert config_path(None, home) == tmp_path / "home" / ".config" / "perch" / "config.yaml"

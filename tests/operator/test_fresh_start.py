@@ -1,7 +1,8 @@
 """Day two from a fresh clone and a fresh HOME, with nothing exported: `perch onboard`, then
 in a new shell `perch status`, `perch doctor` and `perch run` work; and the same outside a
 checkout from a non-editable install (`pip install .`), where the config goes to
-`~/.config/perch/` and the template and persona files come from the installed package.
+`~/.config/perch/` and the template (the checkout's `config.yaml`) and persona files come
+from the installed package.
 
 Every command runs as its own process with only PATH and HOME in its environment.
 """
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.anthropic import FakeAnthropic
+from tests.fresh_clone import clone
 
 pytestmark = pytest.mark.timeout(240)
 REPO = Path(__file__).resolve().parents[2]
@@ -31,20 +32,6 @@ KEY = "sk-ant-fresh-0123456789"
 async def fake() -> AsyncIterator[FakeAnthropic]:
     async with FakeAnthropic(api_key=KEY) as server:
         yield server
-
-
-def clone(target: Path) -> Path:
-    """The checkout as a fresh clone has it: tracked and new files, nothing ignored."""
-    listed = subprocess.run(
-        ["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"],
-        capture_output=True, check=True,
-    ).stdout.decode().split("\0")  # fmt: skip
-    for name in filter(None, listed):
-        source = REPO / name
-        if source.is_file():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name)
-    return target
 
 
 class Shell:
@@ -83,6 +70,11 @@ async def day_two(shell: Shell, fake: FakeAnthropic) -> str:
     assert "not set" not in out
     code, out = await shell.run("doctor")
     assert code == 0 and "All checks passed." in out, out
+    return await one_turn_through_run(shell)
+
+
+async def one_turn_through_run(shell: Shell) -> str:
+    """`perch run` until it answers, a `perch chat` turn through it, SIGTERM; its stderr."""
     daemon = await shell.start("run")
     try:
         for _ in range(600):  # until it answers on its control socket (bounded)
@@ -109,10 +101,32 @@ async def test_a_fresh_clone_works_in_a_new_shell_after_onboard(
     home = tmp_path / "home"
     home.mkdir()
     shell = Shell([sys.executable, "-m", "bot.operator.cli"], checkout, home)
+    shipped = (checkout / "config.yaml").read_bytes()
     err = await day_two(shell, fake)
-    assert (checkout / "config.yaml").exists() and (checkout / "perch.env").exists()
+    assert (checkout / "config.local.yaml").exists() and (checkout / "perch.env").exists()
+    assert (checkout / "config.yaml").read_bytes() == shipped  # the tracked default unchanged
     assert "stdin is not a terminal" in err and KEY not in err
     assert not (home / ".config").exists()  # in a checkout, the checkout's config.yaml
+
+
+async def test_a_fresh_clone_runs_on_the_tracked_config_as_it_is(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    """What `make run` does after setting up the venv: `perch init`, `perch run`, no
+    `--config`, stdin not a terminal; only the model key and endpoint in the environment."""
+    checkout = await asyncio.to_thread(clone, tmp_path / "perch")
+    shipped = (checkout / "config.yaml").read_bytes()
+    home = tmp_path / "home"
+    home.mkdir()
+    shell = Shell([sys.executable, "-m", "bot.operator.cli"], checkout, home)
+    shell.env |= {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": fake.base_url}
+    code, out = await shell.run("init")
+    assert code == 0 and "Wrote" not in out, out  # nothing to write: config.yaml is there
+    err = await one_turn_through_run(shell)
+    assert KEY not in err
+    assert (checkout / "config.yaml").read_bytes() == shipped
+    assert not (checkout / "config.local.yaml").exists()
+    assert (checkout / "workspace" / "SOUL.md").exists() and (checkout / "data").is_dir()
 
 
 async def test_a_non_editable_install_keeps_its_config_in_the_user_config_folder(
@@ -132,7 +146,10 @@ async def test_a_non_editable_install_keeps_its_config_in_the_user_config_folder
                "--no-index", "--no-build-isolation", "--ignore-installed", str(source)]  # fmt: skip
     done = await subprocess_run(subprocess.run, install, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert not (site / "bot" / "config" / "template.yaml").is_symlink()
+    packaged = venv / "share" / "perch" / "config.yaml"  # the shipped config, as data
+    assert (
+        not packaged.is_symlink() and packaged.read_bytes() == (REPO / "config.yaml").read_bytes()
+    )
     for asset in ("templates/base.html", "templates/usage.html", "static/app.css", "static/app.js"):
         assert (site / "bot" / "web" / asset).is_file(), asset  # the dashboard's package data
     home = tmp_path / "home"

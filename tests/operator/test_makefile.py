@@ -25,3 +25,22 @@ def test_make_run_installs_the_daemon_without_the_dev_tools(tmp_path: Path) -> N
 
 def test_make_test_adds_the_dev_tools(tmp_path: Path) -> None:
     assert any("'.[dev]'" in line for line in planned("test", tmp_path))
+
+
+def commands(target: str, tmp_path: Path) -> list[str]:
+    """Every command `make -n <target>` would run for a venv that does not exist yet."""
+    return subprocess.run(
+        ["make", "-n", target, f"VENV={tmp_path / 'venv'}"],
+        cwd=REPO, capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.splitlines()  # fmt: skip
+
+
+def test_make_run_runs_on_the_checkouts_own_config(tmp_path: Path) -> None:
+    """No --config: in the checkout that is config.local.yaml if you made one, else the
+    tracked config.yaml."""
+    perch = [line for line in commands("run", tmp_path) if "/bin/perch " in line]
+    assert [line.split("/bin/perch ", 1)[1].strip() for line in perch] == ["init", "run"]
+
+
+def test_make_test_builds_the_manual_strictly(tmp_path: Path) -> None:
+    assert any("mkdocs build --strict" in line for line in commands("test", tmp_path))

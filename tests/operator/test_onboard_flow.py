@@ -180,6 +180,7 @@ async def test_gitignore_covers_every_file_onboard_writes_in_a_checkout(tmp_path
     (checkout / "bot" / "operator").mkdir(parents=True)
     shutil.copy(REPO / "pyproject.toml", checkout)
     shutil.copy(REPO / ".gitignore", checkout)
+    shutil.copy(REPO / "config.yaml", checkout)  # the tracked default, which stays as it is
     (checkout / "bot" / "operator" / "cli.py").write_text("")
     await asyncio.to_thread(git, checkout, "init", "-q")
     await asyncio.to_thread(git, checkout, "add", "-A")
@@ -189,7 +190,7 @@ async def test_gitignore_covers_every_file_onboard_writes_in_a_checkout(tmp_path
         code, out, err = await onboard(checkout, [], *flags, "--secrets", place)
         assert code == 0, out + err
     written = {p.relative_to(checkout).parts[0] for p in checkout.iterdir()}
-    assert {"config.yaml", "perch.env", "credentials", "workspace", "data"} <= written
-    assert "config.yaml.bak.2" in written
+    assert {"config.local.yaml", "perch.env", "credentials", "workspace", "data"} <= written
+    assert "config.local.yaml.bak.2" in written
     after = await asyncio.to_thread(git, checkout, "status", "--porcelain", "-uall")
     assert after == before  # everything onboard wrote is ignored
