@@ -237,12 +237,14 @@ class FakeGraph:
     async def post(
         self, body: Any, *, secret: str | None = APP_SECRET, raw: bytes | None = None
     ) -> int:
-        """POST a webhook body to the daemon, signed with `secret` (None: no signature)."""
+        """POST a webhook body to the daemon, signed with `secret` (None: no signature); with
+        `raw`, those bytes are sent instead of the body that was signed (a tampered post)."""
         assert self._http is not None and self.webhook_url, "set webhook_url first"
-        data = raw if raw is not None else json.dumps(body).encode()
+        signed = json.dumps(body).encode()
+        data = raw if raw is not None else signed
         headers = {"Content-Type": "application/json"}
         if secret is not None:
-            digest = hmac.new(secret.encode(), data, hashlib.sha256).hexdigest()
+            digest = hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
             headers["X-Hub-Signature-256"] = f"sha256={digest}"
         async with self._http.post(self.webhook_url, data=data, headers=headers) as response:
             status = response.status
