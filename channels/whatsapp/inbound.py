@@ -24,6 +24,15 @@ from channels.whatsapp.api import GraphApi, GraphError
 log = logging.getLogger("channels.whatsapp")
 
 SUPPORTED_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/webp", "image/gif"})
+# Names speech-to-text services accept for WhatsApp's audio types (a name without one is refused).
+_AUDIO_EXTENSIONS = {
+    "audio/ogg": ".ogg",
+    "audio/opus": ".ogg",
+    "audio/mpeg": ".mp3",
+    "audio/mp4": ".m4a",
+    "audio/aac": ".m4a",
+    "audio/amr": ".amr",
+}
 _QUOTE_CHARS = 200
 _REMEMBERED = 512
 
@@ -202,7 +211,9 @@ class WhatsAppNormaliser:
         if kind in ("image", "sticker"):
             return await self._image(body, caption)
         if kind in ("audio", "voice"):
-            name = "voice.ogg" if body.get("voice") else "audio"
+            media_type = str(body.get("mime_type") or "").split(";")[0].strip()
+            stem = "voice" if body.get("voice") else "audio"
+            name = stem + _AUDIO_EXTENSIONS.get(media_type, ".ogg")
             return caption, [], [await self._file("audio", body, name)]
         if kind in ("document", "video"):
             name = str(body.get("filename") or kind)

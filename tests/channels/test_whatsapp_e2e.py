@@ -27,8 +27,10 @@ from channels.base import ChatRef, OutboundFile
 from channels.whatsapp.adapter import WhatsAppChannel
 from tests.fakes import whatsapp as wa
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
+from tests.fakes.openai_audio import FakeOpenAIAudio
 from tests.fakes.whatsapp import ALICE, BOB, FakeGraph
 from tests.harness import make_config
+from tests.media_support import transcription_config, user_text
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
@@ -306,3 +308,29 @@ async def test_onboard_sets_whatsapp_up_and_checks_it_live(
     data = yaml.safe_load(config.read_text())["channels"]["whatsapp"]
     assert data["enabled"] is True and data["allow_from"] == [f"+{ALICE}"]
     assert wa.TOKEN not in config.read_text() and wa.TOKEN in env_file.read_text()
+
+
+async def test_a_voice_note_is_downloaded_and_transcribed(
+    tmp_path: Path, model: FakeAnthropic, graph: FakeGraph
+) -> None:
+    opus = b"OggS" + b"\x00" * 200
+    graph.media["voice1"] = wa.Media("audio/ogg; codecs=opus", opus)
+    async with FakeOpenAIAudio() as stt:
+        stt.transcripts[opus] = "remind me to water the plants"
+        config = {**settings(graph), **transcription_config(stt)}
+        running = Daemon(make_config(tmp_path, model.base_url, config))
+        await running.start()
+        try:
+            channel = running.channels["whatsapp"]
+            assert isinstance(channel, WhatsAppChannel)
+            graph.webhook_url = f"http://127.0.0.1:{channel.webhook_port}/whatsapp/webhook"
+            body, _ = wa.inbound(
+                "audio", {"id": "voice1", "mime_type": "audio/ogg; codecs=opus", "voice": True}
+            )
+            assert await graph.post(body) == 200
+            await graph.wait(lambda: len(graph.texts(ALICE)) == 1)
+        finally:
+            await running.stop()
+        [request] = stt.requests
+        assert request.data == opus and request.filename == "voice.ogg"
+    assert user_text(model.requests[-1]) == "[voice transcript] remind me to water the plants"
