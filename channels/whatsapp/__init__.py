@@ -1,0 +1,1 @@
+"""WhatsApp through the official WhatsApp Business Cloud API (Graph API calls, signed webhooks)."""
