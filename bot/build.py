@@ -27,6 +27,7 @@ from agents.prompt import PromptBuilder
 from agents.providers.router import ModelRouter
 from agents.subagents import SubagentRunner
 from agents.tools.base import ToolRegistry
+from agents.tools.browser_pool import BrowserPool
 from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
 from bot.access import AccessControl
@@ -54,7 +55,7 @@ from bot.recall.turn_recall import TurnRecall
 from bot.recovery import InboxRecovery
 from bot.store.roles import Store
 from bot.subagent_host import ChildSessions, LaneAnnouncer, subagent_limits
-from bot.tools.belt import build_tools
+from bot.tools.belt import browser_pool, build_tools
 from bot.tools.mcp import McpHost
 from bot.tools.messages import ChatMessenger
 from bot.tools.skills import skill_catalog
@@ -90,6 +91,7 @@ class Parts:
     metrics: MetricsServer | None  # GET /metrics, when metrics.enabled
     web: WebServer | None  # the dashboard, when web.enabled
     index: SearchIndex  # memory notes, conversations and skills, searched by recall and tools
+    browser: BrowserPool | None = None  # agent.browser, when enabled
 
 
 def build(
@@ -126,6 +128,7 @@ def build(
     media = ChatMedia(config, channels, telemetry)
     cron = JobBook(config, store)
     mcp = McpHost(config, telemetry.mcp_headers)
+    browser = browser_pool(config)  # agent.browser: started on first use
     messenger = ChatMessenger(config, store, channels, telemetry)
     base_tools = build_tools(
         config,
@@ -133,6 +136,7 @@ def build(
         mcp.providers(),
         skills,
         index,
+        browser,
     )
     # The skills are listed in the prompt only where read_skill is on the belt (agent.tools).
     prompts = PromptBuilder(
@@ -197,6 +201,7 @@ def build(
         compactor=upkeep.compact_now,
         cancel_children=subagents.cancel_children_of,
         announcements=announcer,
+        on_new=[browser.forget] if browser is not None else (),
     )
     recovery = InboxRecovery(config, store, gateway)
 
@@ -251,4 +256,5 @@ def build(
         metrics=metrics,
         web=web,
         index=index,
+        browser=browser,
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from agents.cancel import Cancelled
@@ -26,6 +26,7 @@ from bot.commands import (
     Commands,
     LaneInfo,
     RemoteControl,
+    SessionReset,
     parse_command,
     unknown_command_reply,
 )
@@ -69,13 +70,16 @@ class Gateway:
         compactor: Compactor | None = None,
         cancel_children: Callable[[str], int] = lambda _session: 0,
         announcements: Announcements | None = None,
+        on_new: Sequence[SessionReset] = (),
     ) -> None:
         self.config = config
         self.store = store
         self.runner = runner
         self.channels = channels
         self.access = access
-        self.commands = Commands(self, store, config, models, budget=budget, remote=remote)
+        self.commands = Commands(
+            self, store, config, models, budget=budget, remote=remote, on_new=on_new
+        )
         agent = config.agent
         self.lanes = LaneTable(group_limit=agent.group_max_concurrent, cap=agent.queue.cap)
         self.slots = asyncio.Semaphore(config.agent.max_concurrent_runs)
