@@ -19,6 +19,7 @@ from agents.tools.base import ToolContext, ToolError
 from agents.tools.browser import BrowserTool
 from agents.tools.browser_pool import BrowserPool, BrowserSettings, find_chromium
 from bot.daemon import Daemon
+from bot.operator.doctor_browser import browser_check
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.telegram import TOKEN, FakeTelegram
 from tests.harness import make_config
@@ -291,3 +292,15 @@ def _ref(snapshot: str, label: str) -> str:
         if label in line and "[ref=" in line:
             return line.split("[ref=")[1].split("]")[0]
     raise AssertionError(f"no {label!r} in:\n{snapshot}")
+
+
+async def test_doctor_says_the_browser_starts_or_why_not(tmp_path: Path) -> None:
+    async with FakeAnthropic() as model:
+        on = make_config(tmp_path, model.base_url, {"agent.browser": {"enabled": True}})
+        check = await browser_check(on)
+        assert check.ok and "starts" in check.line(), check.line()
+        broken = {"agent.browser": {"enabled": True, "executable": str(tmp_path / "nochrome")}}
+        check = await browser_check(make_config(tmp_path, model.base_url, broken))
+        assert not check.ok and "did not start" in check.line() and "executable" in check.line()
+        off = await browser_check(make_config(tmp_path, model.base_url))
+        assert off.ok and "disabled" in off.line()
