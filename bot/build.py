@@ -36,6 +36,7 @@ from agents.providers.router import ModelRouter
 from agents.skills.catalog import SkillCatalog
 from agents.subagents import SubagentRunner
 from agents.tools.base import ToolRegistry
+from agents.tools.browser_pool import BrowserPool
 from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
 from bot.cluster.instances import InstanceBeacon
@@ -67,7 +68,7 @@ from bot.recall.index import SearchIndex
 from bot.recall.turn_recall import TurnRecall
 from bot.recall.visibility import Owners
 from bot.store.roles import Store
-from bot.tools.belt import build_tools
+from bot.tools.belt import browser_pool, build_tools
 from bot.tools.mcp import McpHost
 from bot.tools.messages import ChatMessenger
 from bot.tools.skills import skill_catalog
@@ -101,6 +102,7 @@ class Parts:
     metrics: MetricsServer | None  # GET /metrics, when metrics.enabled
     web: WebServer | None  # the dashboard, when web.enabled
     index: SearchIndex  # memory notes, conversations and skills, searched by recall and tools
+    browser: BrowserPool | None = None  # agent.browser, when enabled
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +128,7 @@ class Belt:
     media: ChatMedia
     cron: JobBook
     mcp: McpHost
+    browser: BrowserPool | None  # agent.browser, started on first use
     announcer: LaneAnnouncer
     subagents: SubagentRunner
     tools: ToolRegistry  # the base tools and `spawn`
@@ -182,6 +185,7 @@ def build_belt(
     media = ChatMedia(config, outbox.channels, telemetry)
     cron = JobBook(config, store)
     mcp = McpHost(config, telemetry.mcp_headers)
+    browser = browser_pool(config)
     messenger = ChatMessenger(config, store, outbox)
     base_tools = build_tools(
         config,
@@ -189,6 +193,7 @@ def build_belt(
         mcp.providers(),
         brain.skills,
         brain.index,
+        browser,
     )
     prompts = prompt_builder(config, brain, base_tools, clock)
     announcer = LaneAnnouncer()
@@ -204,7 +209,7 @@ def build_belt(
         model=agent.subagents.model,
         gate=gate,
     )
-    return Belt(media, cron, mcp, announcer, subagents, subagents.tools, prompts)
+    return Belt(media, cron, mcp, browser, announcer, subagents, subagents.tools, prompts)
 
 
 def prompt_builder(
@@ -332,6 +337,7 @@ def build(
         media=media,
         telemetry=telemetry,
         window=window,
+        on_new=[belt.browser.forget] if belt.browser is not None else (),
     )
     recovery = InboxRecovery(config, store, gateway)
 
@@ -389,4 +395,5 @@ def build(
         metrics=metrics,
         web=web,
         index=index,
+        browser=belt.browser,
     )

@@ -247,6 +247,7 @@ class Daemon:
             closing: list[tuple[str, Callable[[], Awaitable[None]]]] = [
                 ("scheduler", parts.scheduler.stop),
                 ("mcp servers", parts.mcp.stop),
+                *([("browser", parts.browser.aclose)] if parts.browser is not None else []),
                 ("sub-agents", parts.subagents.aclose),
                 ("announcer", parts.announcer.aclose),
                 ("upkeep", parts.upkeep.stop),

@@ -110,6 +110,33 @@ class WebFetchConfig(StrictModel):
     timeout_s: float = Field(20, gt=0)
 
 
+class BrowserConfig(StrictModel):
+    """`agent.browser`: the `browser` tool (agents/tools/browser.py), off by default.
+
+    `executable` is the Chromium to drive (None: the system's `chromium` on PATH, else
+    Playwright's own build); `allow_private` lists hosts, `host:port` pairs and CIDR ranges
+    the pages may reach although they are not public; `max_pages` bounds the tabs of one
+    session, `timeout` one action, `idle_close` how long an unused session keeps its context
+    (the browser closes when none is left); `max_bytes` bounds one response or download.
+    """
+
+    enabled: bool = False
+    executable: str | None = None
+    headless: bool = True
+    allow_private: list[str] = Field(default_factory=list)
+    max_pages: int = Field(5, ge=1, le=50)
+    timeout: Duration = 30.0
+    idle_close: Duration = 300.0
+    max_bytes: int = Field(20_000_000, ge=10_000)
+
+    @field_validator("timeout", "idle_close")
+    @classmethod
+    def _positive(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("must be a positive duration such as 30s or 5m")
+        return value
+
+
 class WebSearchConfig(StrictModel):
     """`agent.web_search`: off until `provider` is set (agents/tools/web_search.py)."""
 
@@ -198,6 +225,7 @@ class AgentConfig(StrictModel):
     exec: ExecConfig = Field(default_factory=ExecConfig)
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
     web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
+    browser: BrowserConfig = Field(default_factory=BrowserConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     recall: RecallConfig = Field(default_factory=RecallConfig)

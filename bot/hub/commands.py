@@ -10,8 +10,10 @@ the list of commands, on every platform, instead of sending it to the model.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -24,6 +26,12 @@ from bot.kernel.sessions import SessionKey
 from bot.store.roles import History, Sessions, UsageLedger
 from bot.tools.skills import chat_listing, skill_catalog
 from channels.base import Inbound
+
+log = logging.getLogger(__name__)
+
+# Told the session key when /new or /reset starts a session afresh (state kept per session
+# outside the store, such as the browser's context, is dropped).
+SessionReset = Callable[[str], Awaitable[None]]
 
 
 class CommandStore(Sessions, History, UsageLedger, Protocol):
@@ -120,6 +128,7 @@ class Commands:
         *,
         budget: BudgetControl | None = None,
         remote: RemoteControl | None = None,  # when instances share the store
+        on_new: Sequence[SessionReset] = (),  # told of /new and /reset (the browser forgets)
     ) -> None:
         self._control = control
         self._store = store
@@ -127,11 +136,19 @@ class Commands:
         self.models = models
         self.budget = budget
         self.remote = remote
+        self._on_new = tuple(on_new)
 
     async def _remote(self, key: SessionKey, *, everything: bool) -> int:
         if self.remote is None:
             return 0
         return await self.remote.stop(str(key), everything=everything)
+
+    async def _forget(self, key: SessionKey) -> None:
+        for forget in self._on_new:
+            try:
+                await forget(str(key))
+            except Exception:
+                log.exception("forgetting the session's state on /new failed")
 
     async def handle(self, name: str, key: SessionKey, inbound: Inbound | None = None) -> str:
         text = inbound.text if inbound is not None else ""
@@ -149,11 +166,13 @@ class Commands:
             self._control.stop_all(key)
             await self._remote(key, everything=True)
             await self._store.archive_session(str(key))
+            await self._forget(key)
             return "Started a new conversation. The previous one is archived."
         if name == "reset":
             self._control.stop_all(key)
             await self._remote(key, everything=True)
             await self._store.reset_session(str(key))
+            await self._forget(key)
             return "Cleared this conversation's history."
         if name == "compact":
             return await self._control.compact_now(key)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from agents.cancel import Cancelled
@@ -29,6 +29,7 @@ from bot.hub.commands import (
     Commands,
     LaneInfo,
     RemoteControl,
+    SessionReset,
     parse_command,
     unknown_command_reply,
 )
@@ -77,6 +78,7 @@ class Gateway:
         media: ChatMedia | None = None,  # acknowledged, steered and settled attachments
         telemetry: Telemetry = OFF,  # the daemon's own notices are counted sends
         window: int = 200_000,  # the model's context window: how full a session's context is
+        on_new: Sequence[SessionReset] = (),  # told of /new and /reset (the browser forgets)
     ) -> None:
         self.config = config
         self.store = store
@@ -84,7 +86,9 @@ class Gateway:
         self.channels = channels
         self.media, self.telemetry, self.window = media, telemetry, window
         self.access = access
-        self.commands = Commands(self, store, config, models, budget=budget, remote=remote)
+        self.commands = Commands(
+            self, store, config, models, budget=budget, remote=remote, on_new=on_new
+        )
         agent = config.agent
         self.lanes = LaneTable(group_limit=agent.group_max_concurrent, cap=agent.queue.cap)
         self.slots = asyncio.Semaphore(config.agent.max_concurrent_runs)

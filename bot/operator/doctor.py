@@ -27,6 +27,7 @@ from bot.config.redact import scrub
 from bot.config.schema import Config
 from bot.kernel.workspace import bootstrap_dir
 from bot.operator.checks import Check
+from bot.operator.doctor_browser import browser_check
 from bot.operator.doctor_exec import exec_checks
 from bot.operator.doctor_mcp import doctor_checks as mcp_doctor_checks
 from bot.operator.doctor_models import model_checks
@@ -65,6 +66,7 @@ async def run_checks(config: Config) -> list[Check]:
     checks.append(await prompt_check(config))
     checks.append(_timezone(config))
     checks.extend(exec_checks(config))
+    checks.append(await browser_check(config))
     checks.extend(skill_checks(config))
     checks.append(await search_check(config))
     return checks

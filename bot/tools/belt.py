@@ -3,7 +3,7 @@
 `build_tools(config)` returns the registry for top-level runs: the workspace file tools,
 memory tools (`memory_search` on the search index when one is given) and `read_skill` always,
 `skill_search` while there are too many skills to list (with the index), `web_fetch` unless disabled, `web_search` once
-`agent.web_search.provider` is set, `exec` only when enabled (seeing the skills outside the
+`agent.web_search.provider` is set, `browser` when a browser pool is given (`browser_pool`: `agent.browser.enabled`), `exec` only when enabled (seeing the skills outside the
 workspace read-only at `/skills/<name>`), then the `agent.tools` allow/deny policy. Daemon services (cron, spawn, message) add their tools
 through `extra`; tool sources that change at run time (the MCP servers) through `providers`,
 and the same policy filters their tools.
@@ -16,6 +16,8 @@ from collections.abc import Iterable
 
 from agents.skills.catalog import SkillCatalog
 from agents.tools.base import Tool, ToolProvider, ToolRegistry
+from agents.tools.browser import BrowserTool
+from agents.tools.browser_pool import BrowserPool, BrowserSettings
 from agents.tools.exec import ExecTool
 from agents.tools.files import file_tools
 from agents.tools.memory import memory_tools
@@ -39,6 +41,7 @@ def build_tools(
     providers: Iterable[ToolProvider] = (),
     skills: SkillCatalog | None = None,
     index: SearchIndex | None = None,
+    browser: BrowserPool | None = None,
 ) -> ToolRegistry:
     agent = config.agent
     skills = skills if skills is not None else skill_catalog(config)
@@ -74,6 +77,8 @@ def build_tools(
                 mounts=skills.mounts,
             )
         )
+    if browser is not None:
+        tools.append(BrowserTool(browser))
     tools.extend(extra)
     belt = ToolRegistry(tools, providers).restricted(agent.tools.allow, agent.tools.deny)
     if index is None or "read_skill" not in belt:
@@ -81,6 +86,24 @@ def build_tools(
     searching = SkillSearchTools(skills, index)  # skill_search, while the skills are too many
     return ToolRegistry(tools, [*providers, searching]).restricted(
         agent.tools.allow, agent.tools.deny
+    )
+
+
+def browser_pool(config: Config) -> BrowserPool | None:
+    """The browser behind the `browser` tool when `agent.browser.enabled`, else None."""
+    cfg = config.agent.browser
+    if not cfg.enabled:
+        return None
+    return BrowserPool(
+        BrowserSettings(
+            executable=cfg.executable,
+            headless=cfg.headless,
+            allow_private=tuple(cfg.allow_private),
+            max_pages=cfg.max_pages,
+            timeout=cfg.timeout,
+            idle_close=cfg.idle_close,
+            max_bytes=cfg.max_bytes,
+        )
     )
 
 
