@@ -103,8 +103,14 @@ _BLOCK_LITERAL = re.compile(
     r"""\{\s*["']type["']\s*:\s*["'](text|image|tool_use|tool_result)["']"""
 )
 # Chat Completions message parts look like text blocks but are that API's wire format; so are
-# the OpenTelemetry GenAI message parts a span records (`{"type": "text", "content": ...}`).
-_WIRE_FORMATS = {"agents/model.py", "agents/providers/openai_wire.py", "bot/observe/spans.py"}
+# the OpenTelemetry GenAI message parts a span records (`{"type": "text", "content": ...}`),
+# and the WhatsApp Cloud API's message bodies (`{"type": "text", "text": {"body": ...}}`).
+_WIRE_FORMATS = {
+    "agents/model.py",
+    "agents/providers/openai_wire.py",
+    "bot/observe/spans.py",
+    "channels/whatsapp/delivery.py",
+}
 
 
 def test_blocks_are_built_only_by_the_constructors_in_agents_model() -> None:
