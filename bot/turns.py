@@ -15,7 +15,8 @@ time), so it is stored with it and the system prompt stays the same from turn to
 recall found for the message follows the time (`bot/recall/turn_recall.py`) and is taken
 out again before the save; the run is indexed right after it is saved (`SearchIndex`). The
 session's `CachePolicy` gives the run its prompt-cache plan. What the request starts from
-(the session, its history, the prompt's session facts) is `bot/turn_inputs.py`'s.
+(the session, its history, the prompt's session facts) is `bot/turn_inputs.py`'s. A run the model API refused for good is saved marked
+and left out of later histories, and the user is told why (`bot/rejected.py`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from bot.observe.telemetry import OFF, Telemetry
 from bot.process.logs import run_id_var, session_var, trace_id_var
 from bot.recall.index import SearchIndex
 from bot.recall.turn_recall import TurnRecall
+from bot.rejected import rejected_reply, rejection_mark
 from bot.routing import encode_chat
 from bot.sessions import SessionKey
 from bot.turn_inputs import TurnStore, chat_history, load_session, runtime_info
@@ -242,6 +244,7 @@ class TurnRunner:
                 self.cache.ended(str(key))
                 turn.release_slot()  # the model work is over: the next turn may start it
             saved = cut_long_texts(_without(result.new_messages, recalled))
+            refused = rejection_mark(result.rejected) if result.rejected is not None else ""
             await self.store.save_run(
                 session.id,
                 str(key),
@@ -251,7 +254,11 @@ class TurnRunner:
                 model=result.model,
                 context_tokens=result.context_tokens or None,
                 origin=request.context.origin or None,
+                rejected=refused,
             )
+            if refused:
+                log.warning("the model API refused the run for good (%s): left out", refused)
+                saved = []  # kept in the store, marked: neither indexed nor counted
             delivered = await _deliver(result, reply)
             unanswered = not delivered and _asked_in_a_dm(key, turn)
             if reply is not None and unanswered and empty_answer(result):
@@ -260,7 +267,7 @@ class TurnRunner:
                 with self.telemetry.send(reply.chat.channel):
                     await reply.channel.send(Outbound(reply.chat, EMPTY_REPLY))
                 delivered = True
-        if self.index is not None:
+        if self.index is not None and saved:
             await self.index.index_run(key, session.id, saved)
         log.info(
             "turn %s in %.2fs by %s, %d iterations, %d+%d tokens, $%.4f",
@@ -272,10 +279,11 @@ class TurnRunner:
             result.usage.output_tokens,
             result.usage.cost_usd,
         )
+        kept = [] if refused else result.new_messages
         state = SessionState(
             str(key),
-            total + len(result.new_messages),
-            result.context_tokens or estimate_tokens([*history, *result.new_messages]),
+            total + len(kept),
+            result.context_tokens or estimate_tokens([*history, *kept]),
             result.usage.cost_usd,
             mode,
             runtime,
@@ -316,6 +324,9 @@ async def _deliver(result: RunResult, reply: TurnReply | None) -> bool:
     if result.status == "cancelled":
         await reply.cancel()
         return False
+    if result.rejected is not None:
+        await reply.fail(rejected_reply(result.rejected, result.new_messages))
+        return True
     if result.status == "error":
         await reply.fail(ERROR_REPLY.format(error=result.error))
         return True

@@ -23,7 +23,7 @@ COPY_COLUMNS: dict[str, tuple[str, ...]] = {
     "sessions": ("id", "key", "archived", "created_at", "updated_at", "summary", "compactions",
                  "model", "input_tokens", "output_tokens", "cache_read_tokens",
                  "cache_write_tokens", "cost_usd", "context_tokens", "origin"),
-    "messages": ("id", "session_id", "role", "content", "run_id", "created_at"),
+    "messages": ("id", "session_id", "role", "content", "run_id", "created_at", "rejected"),
     "inbox": ("id", "channel", "account", "chat_id", "message_id", "session_key", "payload",
               "status", "received_at", "done_at"),
     "usage": ("id", "session_key", "run_id", "model", "input_tokens", "output_tokens",
