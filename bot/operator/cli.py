@@ -112,7 +112,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"Wrote {path} from the shipped template (every key, with its default).")
     config = load_config(path, lenient=True)
     copied = seed_workspace(config.workspace)
-    config.db_path.parent.mkdir(parents=True, exist_ok=True)
+    config.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # as perch run's
     if copied:
         print(f"Seeded {config.workspace} with: {', '.join(copied)}")
     else:
