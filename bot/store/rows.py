@@ -48,6 +48,19 @@ class StoreUnavailable(ConnectionError):
     """The database server cannot be reached or refuses us; the message says what to check."""
 
 
+class SchemaTooNew(RuntimeError):
+    """The database was upgraded by a newer Perch than this one: this code must not touch it."""
+
+    def __init__(self, where: str, found: int, known: int) -> None:
+        super().__init__(
+            f"{where}: the database is at schema {found}, but this Perch knows schemas up to "
+            f"{known}: a newer Perch upgraded it. Run that version again, or restore the "
+            "backup taken before the upgrade (perch store backup; see docs/upgrades.md)"
+        )
+        self.found = found
+        self.known = known
+
+
 @dataclass(slots=True)
 class SessionRow:
     id: str
