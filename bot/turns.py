@@ -267,6 +267,8 @@ class TurnRunner:
                 with self.telemetry.send(reply.chat.channel):
                     await reply.channel.send(Outbound(reply.chat, EMPTY_REPLY))
                 delivered = True
+            if result.status != "cancelled":
+                await turn.answered()  # saved and sent: no other instance may run it again
         if self.index is not None and saved:
             await self.index.index_run(key, session.id, saved)
         log.info(
