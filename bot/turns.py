@@ -236,7 +236,8 @@ class TurnRunner:
             reply: TurnReply | None = None
             if channel is not None and chat is not None:
                 await stack.enter_async_context(channel.typing(chat))
-                reply = TurnReply(channel, chat, self.telemetry)
+                after = self.config.gateway.preview_after
+                reply = TurnReply(channel, chat, self.telemetry, after)
                 stack.callback(reply.close)
             try:
                 result = await self.loop.run(request, reply.on_event if reply else None)
