@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from agents.model import ModelError
-from bot.rejected import rejected_reply
+from agents.model import Message, ModelError
+from bot.rejected import rejected_reply, rejection_mark
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.fakes.openai import FakeOpenAI
@@ -150,3 +152,28 @@ def test_the_notice_says_what_was_refused(status: int, detail: str, words: str) 
 @pytest.mark.parametrize("status", [408, 409, 429, 500, 529, None])
 def test_only_a_refusal_for_good_counts(status: int | None) -> None:
     assert not ModelError("x", status=status, retryable=True).rejected_for_good
+
+
+@given(
+    status=st.sampled_from([400, 413, 422]),
+    detail=st.text(max_size=5000),
+    tool=st.booleans(),
+)
+def test_the_notice_is_bounded_and_names_the_status_whatever_the_api_said(
+    status: int, detail: str, tool: bool
+) -> None:
+    messages: list[Message] = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    if tool:
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}],
+            }
+        )
+    reply = rejected_reply(ModelError("refused", status=status, detail=detail), messages)
+    assert f"({status})" in reply and "next message will be answered" in reply
+    assert len(reply) <= 600 and "\n" not in reply  # the API's text, one line and cut
+    assert ("a tool's result" in reply) == tool
+    assert rejection_mark(ModelError("refused", status=status, detail=detail)).startswith(
+        f"{status}: "
+    )
