@@ -24,6 +24,10 @@ request's `CachePlan` gives. What a request sends is what later requests send ag
 call's long input is cut (`agents.history_inputs`) as the call enters the conversation, not
 one turn later. `allowed_tools`, when set, limits what the run may call while the request
 still offers every tool (the memory flush reads the chat's cached prefix that way).
+
+A request the API refuses for good (`ModelError.rejected_for_good`: 400, 413, 422) ends the
+run with `RunResult.rejected` set, so the caller keeps the run's messages out of the history
+it sends next.
 """
 
 from __future__ import annotations
@@ -174,6 +178,7 @@ class RunResult:
     error: str = ""
     streamed: bool = False
     model: str = ""
+    rejected: ModelError | None = None  # the API refused the run's request for good
 
 
 class AgentLoop:
@@ -218,10 +223,18 @@ class AgentLoop:
             if emit is not None:
                 await emit(event)
 
-        def result(status: RunStatus, text: str, error: str = "", n: int = 0) -> RunResult:
+        def result(
+            status: RunStatus,
+            text: str,
+            error: str = "",
+            n: int = 0,
+            rejected: ModelError | None = None,
+        ) -> RunResult:
             # Tool-result images were for this run's model calls: notes from here on.
             saved = without_tool_images(new)
-            return RunResult(status, text, saved, usage, context_tokens, n, error, streamed, model)
+            return RunResult(
+                status, text, saved, usage, context_tokens, n, error, streamed, model, rejected
+            )
 
         partial: list[str] = []
 
@@ -264,7 +277,8 @@ class AgentLoop:
                 return result("cancelled", text, n=iteration)
             except ModelError as exc:
                 log.warning("model call failed: %s", exc)
-                return result("error", "", str(exc), iteration)
+                refused = exc if exc.rejected_for_good else None
+                return result("error", "", str(exc), iteration, refused)
 
             usage.add(response.usage)
             if response.model and response.model != model:

@@ -217,8 +217,14 @@ FALLBACK_KINDS: frozenset[str] = frozenset(
 )
 
 
+# A request the API refuses with one of these will be refused again, however often it is sent:
+# its content (an image, a document, a tool's result, its size) is what the API will not take.
+REJECTED_STATUSES: frozenset[int] = frozenset({400, 413, 422})
+
+
 class ModelError(Exception):
-    """A model call failed for good. `str()` is a message fit to show a user."""
+    """A model call failed for good. `str()` is a message fit to show a user; `detail` is
+    what the API itself said (its error message), when it said anything."""
 
     def __init__(
         self,
@@ -227,11 +233,19 @@ class ModelError(Exception):
         status: int | None = None,
         retryable: bool = False,
         kind: ErrorKind = "bad_request",
+        detail: str = "",
     ) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
         self.kind: ErrorKind = kind
+        self.detail = detail
+
+    @property
+    def rejected_for_good(self) -> bool:
+        """The API refused this request's content (400, 413, 422): sending the same again
+        fails again, so the caller must leave it out of what it sends next."""
+        return not self.retryable and self.status in REJECTED_STATUSES
 
     @property
     def may_fall_back(self) -> bool:

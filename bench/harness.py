@@ -48,6 +48,7 @@ async def telegram_daemon(
                 "channels.telegram.allow_from": ["*"],
                 "channels.telegram.groups": [str(GROUP_CHAT)],
                 "channels.telegram.streaming": streaming,
+                "gateway.preview_after": "1s",  # as shipped (the tests' harness previews at once)
                 **(overrides or {}),
             },
         )

@@ -64,6 +64,10 @@ def load_plugins(module_names: Iterable[str]) -> tuple[ChannelPlugin, ...]:
 
 _builtin: tuple[ChannelPlugin, ...] = load_plugins(BUILTIN)
 _plugins: dict[str, ChannelPlugin] = {p.key: p for p in _builtin}
+# Built-in platforms whose subpackage is not installed: a config naming one is told so.
+_absent: tuple[str, ...] = tuple(
+    key for key in (name.split(".")[1] for name in BUILTIN) if key not in _plugins
+)
 _KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -165,7 +169,36 @@ def validate_channels(data: object) -> ChannelsConfig:
         return data
     if isinstance(data, ChannelsConfig):
         data = {k: v.model_dump() for k, v in data.all().items()}
+    if isinstance(data, Mapping):
+        data = without_absent(data)
     return model.model_validate({} if data is None else data)
+
+
+def without_absent(sections: Mapping[str, Any]) -> dict[str, Any]:
+    """`channels:` without the sections of built-in platforms this install lacks: a disabled
+    one is dropped (it asks for nothing), an enabled one is refused saying the platform is
+    not installed (not "unknown key", as for a misspelt one)."""
+    kept: dict[str, Any] = {}
+    for key, section in sections.items():
+        if key in _plugins or key not in _absent:
+            kept[key] = section
+            continue
+        if not isinstance(section, Mapping) or not _switched_on(section.get("enabled")):
+            log.debug("channels.%s: the platform is not installed; its section is ignored", key)
+            continue
+        raise ValueError(
+            f"channels.{key}: the {key} platform is not installed in this Perch (its package "
+            f"channels/{key} is missing): reinstall Perch with it, or set "
+            f"channels.{key}.enabled: false"
+        )
+    return kept
+
+
+def _switched_on(value: object) -> bool:
+    """`enabled:` as the options model reads it (off unless set; "false", 0 ... are off)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes", "on")
+    return bool(value)
 
 
 def default_channels() -> ChannelsConfig:

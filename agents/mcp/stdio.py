@@ -185,23 +185,41 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
             return
 
 
+class MissingWorkdir(ConnectionError):
+    """The server's working directory does not exist: nothing could be started in it."""
+
+
+def _missing(folder: Path) -> bool:
+    """No folder there (asked once, after a start failed)."""
+    return not folder.is_dir()
+
+
 @asynccontextmanager
 async def stdio_transport(
     argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, errlog: StderrLog
 ) -> AsyncIterator[tuple[Any, Any]]:
     """Start the server and yield (read stream, write stream) for a `ClientSession`; its
-    stderr goes to `errlog` (one per server, kept across restarts)."""
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**get_default_environment(), **env},
-        cwd=cwd,
-        start_new_session=True,
-        preexec_fn=_die_with_parent(),
-        limit=CHUNK,
-    )
+    stderr goes to `errlog` (one per server, kept across restarts). A working directory that
+    does not exist fails with `MissingWorkdir` (not a "program not found" naming the folder)."""
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**get_default_environment(), **env},
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=_die_with_parent(),
+            limit=CHUNK,
+        )
+    except FileNotFoundError:
+        if cwd is not None and _missing(cwd):
+            raise MissingWorkdir(
+                f"working directory not found: {cwd} (the server runs in it; create it, "
+                "or for the agent workspace run perch init)"
+            ) from None
+        raise
     assert process.stdin and process.stdout and process.stderr
     read_send, read_receive = anyio.create_memory_object_stream[Any](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)

@@ -343,17 +343,14 @@ def final_error(
             "Check agent.model in config.yaml, or pick another with /model."
         )
     elif status == 413:
-        text = (
-            f"The request is too large for the model API (413){detail}. "
-            "Start a fresh session with /new."
-        )
+        text = f"The request is too large for the model API (413){detail}."
     elif status == 402:
         text = f"The model API refused the request for billing (402){detail}. Check the account's credits."
     elif status == 200:
         text = f"The model API stream failed ({failure.error_type}){detail}."
     else:
         text = f"The model API rejected the request ({status}){detail}"
-    return ModelError(text, status=status, retryable=False, kind=kind)
+    return ModelError(text, status=status, retryable=False, kind=kind, detail=failure.message)
 
 
 def broken_error(failure: Failure) -> ModelError:

@@ -96,6 +96,7 @@ class ModelRouter:
                         status=exc.status,
                         retryable=exc.retryable,
                         kind=exc.kind,
+                        detail=exc.detail,
                     ) from exc
                 raise
             response.model = self.display(qualified)

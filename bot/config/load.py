@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from bot.config.errors import ConfigError
 from bot.config.lenient import relax
 from bot.config.models import missing_key
+from bot.config.providers import with_implied_provider
 from bot.config.redact import may_echo, scrub, secret_values
 from bot.config.schema import Config
 from bot.config.secret_sources import SecretSourceError, secret_env, secret_files
@@ -188,6 +189,7 @@ def parse_config(
             raise ConfigError(f"{path}: {exc}") from None
         missing.append((exc.key, str(exc)))
     seen += secret_files(raw.get("secrets"), path.resolve().parent)
+    raw = with_implied_provider(raw)  # no providers: block: the key from the environment
     try:
         data = interpolate(raw, env, missing=missing, seen=seen)
     except ConfigError as exc:

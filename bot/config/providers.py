@@ -69,3 +69,32 @@ class ProvidersConfig(RootModel[dict[str, ProviderConfig]]):
 
     def get(self, name: str) -> ProviderConfig | None:
         return self.root.get(name)
+
+
+# The `anthropic` provider a config gets when it does not write one (or writes it without a
+# key): from the environment, as the shipped config.yaml writes it.
+IMPLIED_ANTHROPIC = {
+    "api_key": "${ANTHROPIC_API_KEY:-}",
+    "base_url": "${ANTHROPIC_BASE_URL:-https://api.anthropic.com}",
+}
+
+
+def with_implied_provider(raw: dict[str, object]) -> dict[str, object]:
+    """The raw config (before interpolation) with `providers.anthropic`'s key and address
+    taken from ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL where the file gives none, so a config
+    without a `providers:` block works with the key in the environment. Anything that is not
+    a mapping is left for validation to report."""
+    providers = raw.get("providers")
+    if providers is None:
+        providers = {}
+    if not isinstance(providers, dict):
+        return raw
+    section = providers.get(DEFAULT_PROVIDER)
+    if section is None:
+        section = {}
+    if not isinstance(section, dict) or section.get("kind", "anthropic") != "anthropic":
+        return raw
+    implied = {k: v for k, v in IMPLIED_ANTHROPIC.items() if k not in section}
+    if not implied:
+        return raw
+    return {**raw, "providers": {**providers, DEFAULT_PROVIDER: {**section, **implied}}}

@@ -51,6 +51,9 @@ class GatewayConfig(StrictModel):
     shutdown_grace: Duration = 20.0
     # The daemon's event loop: uvloop took ~0.35 ms of CPU off a turn (bench/README.md).
     event_loop: Literal["uvloop", "asyncio"] = "uvloop"
+    # A reply done within this is sent once, with no streamed preview: a preview costs a
+    # message and an edit, twice the platform's calls for a reply the user waited ~1 s for.
+    preview_after: Duration = 1.0
 
 
 class HeartbeatTarget(StrictModel):

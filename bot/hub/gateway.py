@@ -250,6 +250,7 @@ class Gateway:
                 status = "skipped"
                 await self.session_slots.give_back(held)
                 return None
+            turn.answered = lambda: self._answered(turn)
             try:
                 outcome = await self.runner.run(key, turn, chat, mode)
                 if (state := outcome.session) is not None:  # a full context runs one at a time
@@ -387,6 +388,13 @@ class Gateway:
     async def close(self, ids: Iterable[int | None], status: str) -> None:
         """Finish inbox rows (None: a message that had none)."""
         await self.store.inbox_close([i for i in ids if i is not None], status)
+
+    async def _answered(self, turn: Turn) -> None:
+        """The turn's reply is out: its messages are done now, not after what follows."""
+        try:
+            await self.close([p.inbox_id for p in (*turn.items, *turn.steered)], "done")
+        except Exception as exc:  # closed again (or taken over) when the turn ends
+            log.warning("could not mark turn %s answered: %s", turn.run_id, exc)
 
     async def _release(self, items: Iterable[Pending], status: str) -> None:
         """Close accepted messages' inbox rows however their turn went (answered, stopped,

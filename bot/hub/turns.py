@@ -15,7 +15,9 @@ time), so it is stored with it and the system prompt stays the same from turn to
 recall found for the message follows the time (`bot/recall/turn_recall.py`) and is taken
 out again before the save; the run is indexed right after it is saved (`SearchIndex`). The
 session's `CachePolicy` gives the run its prompt-cache plan. What the request starts from
-(the session, its history, the prompt's session facts) is `bot/hub/turn_inputs.py`'s.
+(the session, its history, the prompt's session facts) is `bot/hub/turn_inputs.py`'s. A run
+the model API refused for good is saved marked and left out of later histories, and the user
+is told why (`bot/hub/rejected.py`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from agents.surrogates import fix_text
 from agents.tools.base import ToolContext, ToolRegistry
 from bot.config.schema import Config
 from bot.hub.model_choice import ModelChoices
+from bot.hub.rejected import rejected_reply, rejection_mark
 from bot.hub.turn_inputs import TurnStore, chat_history, load_session
 from bot.kernel.delivery import TurnReply, cut_long_texts
 from bot.kernel.lanes import Pending, Turn
@@ -214,7 +217,8 @@ class TurnRunner:
             reply: TurnReply | None = None
             if channel is not None and chat is not None:
                 await stack.enter_async_context(channel.typing(chat))
-                reply = TurnReply(channel, chat, self.telemetry)
+                after = self.config.gateway.preview_after
+                reply = TurnReply(channel, chat, self.telemetry, after)
                 stack.callback(reply.close)
             try:
                 result = await self.loop.run(request, reply.on_event if reply else None)
@@ -222,6 +226,7 @@ class TurnRunner:
                 self.cache.ended(str(key))
                 turn.release_slot()  # the model work is over: the next turn may start it
             saved = cut_long_texts(_without(result.new_messages, recalled))
+            refused = rejection_mark(result.rejected) if result.rejected is not None else ""
             await self.store.save_run(
                 session.id,
                 str(key),
@@ -231,7 +236,11 @@ class TurnRunner:
                 model=result.model,
                 context_tokens=result.context_tokens or None,
                 origin=request.context.origin or None,
+                rejected=refused,
             )
+            if refused:
+                log.warning("the model API refused the run for good (%s): left out", refused)
+                saved = []  # kept in the store, marked: neither indexed nor counted
             delivered = await _deliver(result, reply)
             unanswered = not delivered and _asked_in_a_dm(key, turn)
             if reply is not None and unanswered and empty_answer(result):
@@ -240,7 +249,9 @@ class TurnRunner:
                 with self.telemetry.send(reply.chat.channel):
                     await reply.channel.send(Outbound(reply.chat, EMPTY_REPLY))
                 delivered = True
-        if self.index is not None:
+            if result.status != "cancelled":
+                await turn.answered()  # saved and sent: no other instance may run it again
+        if self.index is not None and saved:
             await self.index.index_run(key, session.id, saved)
         log.info(
             "turn %s in %.2fs by %s, %d iterations, %d+%d tokens, $%.4f",
@@ -252,10 +263,11 @@ class TurnRunner:
             result.usage.output_tokens,
             result.usage.cost_usd,
         )
+        kept = [] if refused else result.new_messages
         state = SessionState(
             str(key),
-            total + len(result.new_messages),
-            result.context_tokens or estimate_tokens([*history, *result.new_messages]),
+            total + len(kept),
+            result.context_tokens or estimate_tokens([*history, *kept]),
             result.usage.cost_usd,
             mode,
             runtime,
@@ -286,6 +298,9 @@ async def _deliver(result: RunResult, reply: TurnReply | None) -> bool:
     if result.status == "cancelled":
         await reply.cancel()
         return False
+    if result.rejected is not None:
+        await reply.fail(rejected_reply(result.rejected, result.new_messages))
+        return True
     if result.status == "error":
         await reply.fail(ERROR_REPLY.format(error=result.error))
         return True

@@ -23,7 +23,9 @@ being written, a partial NO_REPLY/HEARTBEAT_OK at the start, or a partial NO_REP
 end). Cleaning costs time linear in the text, so `Preview` cleans at most once per the
 stream's own edit interval (`ReplyStream.interval`; never for streams that show no preview)
 and once more when a model call ends: per turn the cost stays about the reply's length times
-its duration in edit intervals, however many deltas the model sends.
+its duration in edit intervals, however many deltas the model sends. No preview is shown
+before `gateway.preview_after` (1 s): a reply done sooner is one message, not a message and
+an edit (under a burst, previews doubled the platform calls that its pace allows).
 
 A cancelled turn (`/stop`) leaves no raw text: the preview is edited to the cleaned partial
 text, or deleted when nothing of it would be shown. A silent final reply deletes its preview.
@@ -213,12 +215,18 @@ class Preview:
     interval is infinite (a platform that cannot edit shows no preview).
     """
 
-    def __init__(self, stream: ReplyStream, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        stream: ReplyStream,
+        clock: Callable[[], float] = time.monotonic,
+        first_after: float = 0.0,
+    ) -> None:
         self._stream = stream
         self._every = stream.interval
         self._clock = clock
         self._parts: list[str] = []
-        self._due = -math.inf
+        # Nothing is shown before `first_after` seconds: a reply done by then is sent once.
+        self._due = clock() + first_after if first_after > 0 else -math.inf
         self._pending = False
         self._closed = False
         self._later: asyncio.Task[None] | None = None
@@ -242,10 +250,12 @@ class Preview:
         await self._show(preview_text(self._text()))
 
     async def call_ended(self, text: str) -> None:
-        """A model call finished with `text`: show it (cleaned), then start afresh."""
+        """A model call finished with `text`: show it (cleaned), then start afresh; before
+        the first preview is due nothing is shown (the final reply, or the next call, will)."""
         if self._later is not None:
             self._later.cancel()
-        if self.enabled and (self._pending or self._parts):
+        early = not self.shown and self._clock() < self._due
+        if self.enabled and not early and (self._pending or self._parts):
             await self._show(preview_text(text))
         self._parts = []
         self._pending = False
@@ -282,11 +292,17 @@ class Preview:
 class TurnReply:
     """One turn's reply to one chat: a preview while the model streams, then the final text."""
 
-    def __init__(self, channel: Channel, chat: ChatRef, telemetry: Telemetry = OFF) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        chat: ChatRef,
+        telemetry: Telemetry = OFF,
+        preview_after: float = 0.0,  # no preview for a reply done sooner (gateway.preview_after)
+    ) -> None:
         self.channel = channel
         self.chat = chat
         self.stream = channel.reply_stream(chat)
-        self.preview = Preview(self.stream)
+        self.preview = Preview(self.stream, first_after=preview_after)
         self.telemetry = telemetry
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -53,10 +53,18 @@ class Turn:
     # done, so saving and delivering the answer never keep the next turn from its model
     # call. Set by the gateway; calling it twice is harmless.
     release_slot: Callable[[], None] = field(default=lambda: None)
+    # Closes the turn's inbox rows the moment its reply is out (`bot.hub.turns`), before the
+    # work that follows it (indexing, compaction), so an instance that dies after answering
+    # leaves nothing for another to answer again. Set by the gateway.
+    answered: Callable[[], Awaitable[None]] = field(default=lambda: _nothing())
 
     def steer_with(self, text: str) -> None:
         """Hand a message that came in while it runs to the turn's next model call."""
         self.steer.put([text_block(f"[New message while you work]: {text}")])
+
+
+async def _nothing() -> None:
+    return None
 
 
 def once(release: Callable[[], None]) -> Callable[[], None]:

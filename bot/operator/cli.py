@@ -38,6 +38,7 @@ from bot.operator import (
     skills_cli,
     store_cli,
 )
+from bot.store.rows import SchemaTooNew
 
 # Each adds its subcommands to the parser: register(subparsers, add).
 COMMANDS = (
@@ -82,7 +83,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except StartupError as exc:  # what was opened is closed again; one line, no traceback
         print(f"perch: {exc}", file=terminal or sys.stderr)
         # A config that cannot work (exec on without a working sandbox): systemd must not retry.
-        return EXIT_CONFIG if isinstance(exc.__cause__, ConfigError) else 1
+        # Nor a database a newer Perch upgraded: restarting this version cannot help.
+        return EXIT_CONFIG if isinstance(exc.__cause__, ConfigError | SchemaTooNew) else 1
     finally:
         if terminal is not None:
             restore_stderr(terminal)
@@ -113,7 +115,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"Wrote {path} from the shipped template (every key, with its default).")
     config = load_config(path, lenient=True)
     copied = seed_workspace(config.workspace)
-    config.db_path.parent.mkdir(parents=True, exist_ok=True)
+    config.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # as perch run's
     if copied:
         print(f"Seeded {config.workspace} with: {', '.join(copied)}")
     else:

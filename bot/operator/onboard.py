@@ -148,7 +148,7 @@ def onboard(path: Path, args: argparse.Namespace, asker: Asker) -> int:
 
     config = flow.trial(lenient=True, secrets_from_file=True)
     seeded = seed_workspace(config.workspace)  # what perch init does
-    config.db_path.parent.mkdir(parents=True, exist_ok=True)
+    config.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # as perch run's
     if seeded:
         print(f"Seeded {config.workspace} with: {', '.join(seeded)}")
     if args.no_doctor or args.no_verify:

@@ -1,4 +1,5 @@
-"""`perch store migrate --to postgresql://...`: copy the SQLite store into PostgreSQL, one way.
+"""`perch store migrate --to postgresql://...`: copy the SQLite store into PostgreSQL, one way;
+`perch store backup [--to PATH]`: a consistent copy of the store now (`bot/store/backup.py`).
 
 The copy holds the SQLite file's instance lock (so the daemon must be stopped, and cannot
 start meanwhile), refuses a target that already holds data, copies every table in
@@ -11,10 +12,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 from typing import Any
 
 from bot.config.load import load_config
 from bot.config.paths import config_path
+from bot.config.schema import Config
+from bot.store.backup import BackupFailed, back_up, default_target
 from bot.store.open import open_store
 from bot.store.roles import Store
 from bot.store.rows import COPY_COLUMNS, AlreadyRunning, StoreUnavailable
@@ -27,12 +31,20 @@ class CopyRefused(RuntimeError):
 
 def register(sub: Any, add: Any) -> None:
     """Add `perch store` to the parser (called by `bot.operator.cli.build_parser`)."""
-    store = add("store", cmd_store, "move the database to another backend")
+    store = add("store", cmd_store, "back up the database, or move it to another backend")
     actions = store.add_subparsers(dest="action", required=True)
     text = "copy the SQLite database (store.path) into an empty PostgreSQL database"
     migrate = actions.add_parser("migrate", help=text, description=text)
     migrate.add_argument("--config", default=argparse.SUPPRESS, help="config file")
     migrate.add_argument("--to", required=True, metavar="URL", help="postgresql://user@host/db")
+    text = (
+        "copy the database as it is now into a file (SQLite: a database file; PostgreSQL: pg_dump)"
+    )
+    backup = actions.add_parser("backup", help=text, description=text)
+    backup.add_argument("--config", default=argparse.SUPPRESS, help="config file")
+    backup.add_argument(
+        "--to", metavar="PATH", help="the file to write (default: <state directory>/backups/...)"
+    )
 
 
 async def copy_store(source: Store, target: Store) -> dict[str, int]:
@@ -54,6 +66,8 @@ async def copy_store(source: Store, target: Store) -> dict[str, int]:
 def cmd_store(args: argparse.Namespace) -> int:
     # The copy needs no model key: the config is read like perch status reads it.
     config = load_config(config_path(getattr(args, "config", None)), lenient=True)
+    if args.action == "backup":
+        return _backup(config, args.to)
     url: str = args.to
     if not is_postgres_url(url):
         print(f"perch: --to {url!r}: give a postgresql:// URL", file=sys.stderr)
@@ -89,3 +103,22 @@ async def _migrate(path: Any, url: str) -> dict[str, int]:
             await target.close()
     finally:
         await source.close()
+
+
+def _backup(config: Config, to: str | None) -> int:
+    where = config.store_target
+    target = (
+        Path(to).expanduser() if to else default_target(config.db_path.parent / "backups", where)
+    )
+    try:
+        written = back_up(where, target.absolute())
+    except BackupFailed as exc:
+        print(f"perch: {exc}", file=sys.stderr)
+        return 1
+    shown = redact_url(where) if isinstance(where, str) else where
+    print(f"Backed up {shown} to {written}.")
+    if is_postgres_url(where):
+        print(f"Restore it into an empty database with: pg_restore --no-owner -d URL {written}")
+    else:
+        print("Restore it by stopping Perch and putting it in place of store.path.")
+    return 0

@@ -266,9 +266,9 @@ class SearchIndex:
         done = 0
         async for rows in self.store.dump("messages", BATCH):
             docs = []
-            for _, session_id, role, content, _, created_at in rows:
+            for _, session_id, role, content, _, created_at, rejected in rows:
                 key = keys.get(str(session_id))
-                if key is None:
+                if key is None or rejected:  # a run the model API refused is not recalled
                     continue
                 doc = message_document(
                     key, str(session_id), decode_message(role, content), created_at

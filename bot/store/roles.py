@@ -120,8 +120,11 @@ class History(Protocol):
         model: str = "",
         context_tokens: int | None = None,
         origin: str | None = None,
+        rejected: str = "",
     ) -> None:
-        """Write one run's messages, the session's totals and the usage ledger atomically."""
+        """Write one run's messages, the session's totals and the usage ledger atomically.
+        With `rejected` (why the model API refused the run for good), the messages are kept
+        marked with it, and no read of the history returns them again."""
 
     async def compact(self, session_id: str, summary: str, upto_id: int) -> int:
         """Replace messages up to and including `upto_id` by `summary`; rows removed."""

@@ -23,7 +23,7 @@ COPY_COLUMNS: dict[str, tuple[str, ...]] = {
     "sessions": ("id", "key", "archived", "created_at", "updated_at", "summary", "compactions",
                  "model", "input_tokens", "output_tokens", "cache_read_tokens",
                  "cache_write_tokens", "cost_usd", "context_tokens", "origin"),
-    "messages": ("id", "session_id", "role", "content", "run_id", "created_at"),
+    "messages": ("id", "session_id", "role", "content", "run_id", "created_at", "rejected"),
     "inbox": ("id", "channel", "account", "chat_id", "message_id", "session_key", "payload",
               "status", "received_at", "done_at"),
     "usage": ("id", "session_key", "run_id", "model", "input_tokens", "output_tokens",
@@ -46,6 +46,19 @@ class AlreadyRunning(RuntimeError):
 
 class StoreUnavailable(ConnectionError):
     """The database server cannot be reached or refuses us; the message says what to check."""
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was upgraded by a newer Perch than this one: this code must not touch it."""
+
+    def __init__(self, where: str, found: int, known: int) -> None:
+        super().__init__(
+            f"{where}: the database is at schema {found}, but this Perch knows schemas up to "
+            f"{known}: a newer Perch upgraded it. Run that version again, or restore the "
+            "backup taken before the upgrade (perch store backup; see docs/upgrades.md)"
+        )
+        self.found = found
+        self.known = known
 
 
 @dataclass(slots=True)

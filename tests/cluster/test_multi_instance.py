@@ -135,9 +135,15 @@ class Instance:
     def log(self) -> str:
         return (self.home / "perch.log").read_text(errors="replace")
 
-    async def wait_ready(self, timeout: float = 60) -> None:
-        """Until this start (not an earlier one in the same log) says it is ready."""
-        await eventually(lambda: self.log.count("Perch ready") == self.starts, timeout=timeout)
+    async def wait_ready(self, timeout: float = 120) -> None:
+        """Until this start (not an earlier one in the same log) says it is ready and has its
+        model SDK loaded (a busy machine takes seconds for that: the first turn would wait
+        for it, and a wait for its answer would measure the machine, not Perch)."""
+        await eventually(lambda: self._started("Perch ready"), timeout=timeout)
+        await eventually(lambda: self._started("model providers loaded"), timeout=timeout)
+
+    def _started(self, line: str) -> bool:
+        return self.log.count(line) == self.starts
 
     def kill(self) -> None:
         assert self.proc is not None

@@ -209,6 +209,12 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (space, digest)
     );
     """,
+    # 7: a run the model API rejected for good stays stored, marked with the API's reason,
+    # and leaves the history a turn sends (agents/model.py `ModelError.rejected_for_good`)
+    """
+    ALTER TABLE messages ADD COLUMN rejected TEXT NOT NULL DEFAULT '';
+    CREATE INDEX messages_kept ON messages(session_id, id) WHERE rejected = '';
+    """,
 ]
 
 

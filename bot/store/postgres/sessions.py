@@ -38,9 +38,9 @@ def _usage_params(usage: Usage) -> tuple[Any, ...]:
 
 
 _RECENT = (  # a session's last N messages, oldest first, each with the session's total
-    "SELECT role, content, (SELECT count(*) FROM messages WHERE session_id = $1) "
-    "FROM (SELECT id, role, content FROM messages WHERE session_id = $1 "
-    "ORDER BY id DESC LIMIT $2) AS tail ORDER BY id"
+    "SELECT role, content, (SELECT count(*) FROM messages WHERE session_id = $1 "
+    "AND rejected = '') FROM (SELECT id, role, content FROM messages WHERE session_id = $1 "
+    "AND rejected = '' ORDER BY id DESC LIMIT $2) AS tail ORDER BY id"
 )
 
 
@@ -88,7 +88,9 @@ class PostgresSessions(PostgresBase):
 
     async def messages(self, session_id: str) -> list[Message]:
         rows = await self._pool.fetch(
-            "SELECT role, content FROM messages WHERE session_id = $1 ORDER BY id", session_id
+            "SELECT role, content FROM messages WHERE session_id = $1 AND rejected = '' "
+            "ORDER BY id",
+            session_id,
         )
         return [decode_message(r[0], r[1]) for r in rows]
 
@@ -125,14 +127,15 @@ class PostgresSessions(PostgresBase):
 
     async def messages_with_ids(self, session_id: str) -> list[tuple[int, Message]]:
         rows = await self._pool.fetch(
-            "SELECT id, role, content FROM messages WHERE session_id = $1 ORDER BY id",
+            "SELECT id, role, content FROM messages WHERE session_id = $1 AND rejected = '' "
+            "ORDER BY id",
             session_id,
         )
         return [(int(r[0]), decode_message(r[1], r[2])) for r in rows]
 
     async def count_messages(self, session_id: str) -> int:
         count = await self._pool.fetchval(
-            "SELECT count(*) FROM messages WHERE session_id = $1", session_id
+            "SELECT count(*) FROM messages WHERE session_id = $1 AND rejected = ''", session_id
         )
         return int(count)
 
@@ -147,9 +150,10 @@ class PostgresSessions(PostgresBase):
         model: str = "",
         context_tokens: int | None = None,
         origin: str | None = None,
+        rejected: str = "",
     ) -> None:
         now = time.time()
-        rows = [(session_id, *encode_message(m), run_id, now) for m in messages]
+        rows = [(session_id, *encode_message(m), run_id, now, rejected) for m in messages]
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(
                 f"UPDATE sessions SET {_TOTALS}, updated_at = $7, "
@@ -165,8 +169,8 @@ class PostgresSessions(PostgresBase):
             )
             if rows:
                 await conn.executemany(
-                    "INSERT INTO messages (session_id, role, content, run_id, created_at) "
-                    "VALUES ($1, $2, $3, $4, $5)",
+                    "INSERT INTO messages (session_id, role, content, run_id, created_at, "
+                    "rejected) VALUES ($1, $2, $3, $4, $5, $6)",
                     rows,
                 )
             if usage.input_tokens or usage.output_tokens or usage.cost_usd:

@@ -21,7 +21,13 @@ from bot.store.postgres.queues import PostgresQueues
 from bot.store.postgres.search import PostgresSearch
 from bot.store.postgres.sessions import PostgresSessions
 from bot.store.postgres.vectors import PostgresVectors
-from bot.store.rows import COPY_COLUMNS, INBOX_LEASE, CopyRow, StoreUnavailable
+from bot.store.rows import (
+    COPY_COLUMNS,
+    INBOX_LEASE,
+    CopyRow,
+    SchemaTooNew,
+    StoreUnavailable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +105,7 @@ class PostgresStore(
                         await conn.execute("INSERT INTO perch_schema (version) VALUES (0)")
                         current = 0
                 if current > len(MIGRATIONS):
-                    raise RuntimeError(
-                        f"{self.location}: database schema {current} is newer than this Perch "
-                        f"({len(MIGRATIONS)}); upgrade Perch"
-                    )
+                    raise SchemaTooNew(self.location, current, len(MIGRATIONS))
                 for version in range(current, len(MIGRATIONS)):
                     async with conn.transaction():
                         await conn.execute(MIGRATIONS[version])

@@ -4,7 +4,10 @@
 the database thread one function, a multi-statement write one `transaction(...)` (BEGIN
 IMMEDIATE .. COMMIT), so a write lands whole and writers never interleave (a turn's save was
 five hand-offs, each a thread wake-up; see bench/README.md). `MIGRATIONS[i]` takes the schema
-from version i to i+1; `prepare(path)` brings a fresh connection up to date.
+from version i to i+1; `prepare(path)` brings a fresh connection up to date, keeping a copy of
+the file as it was before an upgrade, and refuses a database a newer Perch upgraded
+(`SchemaTooNew`). Migrations only add (tables, columns with defaults, indexes), so a daemon
+of the previous release keeps working on an upgraded file until it restarts.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from bot.store.rows import INBOX_LEASE
+from bot.store.rows import INBOX_LEASE, SchemaTooNew
 from bot.store.sqlite.thread import SQLiteThread, in_transaction
 
 MIGRATIONS: list[str] = [
@@ -201,6 +204,12 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (space, digest)
     ) WITHOUT ROWID;
     """,
+    # 8: a run the model API rejected for good stays stored, marked with the API's reason,
+    # and leaves the history a turn sends (agents/model.py `ModelError.rejected_for_good`)
+    """
+    ALTER TABLE messages ADD COLUMN rejected TEXT NOT NULL DEFAULT '';
+    CREATE INDEX messages_kept ON messages(session_id, id) WHERE rejected = '';
+    """,
 ]
 
 
@@ -213,6 +222,20 @@ class SQLiteBase:
         self.holder = ""  # this daemon's instance id once `hold_instance()` succeeded
         self.lease = lease
         self.shared = False
+
+
+def keep_before_upgrade(conn: sqlite3.Connection, path: Path, current: int) -> Path:
+    """A copy of the database as it is (schema `current`), taken before migrating it:
+    `<name>.schema<current>.bak` beside it (the newest such copy of each schema is kept)."""
+    target = path.with_name(f"{path.name}.schema{current}.bak")
+    partial = target.with_name(target.name + ".partial")
+    copy = sqlite3.connect(partial)
+    try:
+        conn.backup(copy)
+    finally:
+        copy.close()
+    partial.replace(target)  # whole or not at all
+    return target
 
 
 def statements(script: str) -> list[str]:
@@ -228,10 +251,9 @@ def prepare(conn: sqlite3.Connection, path: Path) -> None:
     conn.execute("PRAGMA busy_timeout=5000")
     current = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if current > len(MIGRATIONS):
-        raise RuntimeError(
-            f"{path}: database schema {current} is newer than this Perch "
-            f"({len(MIGRATIONS)}); upgrade Perch or restore a backup"
-        )
+        raise SchemaTooNew(str(path), current, len(MIGRATIONS))
+    if 0 < current < len(MIGRATIONS) and str(path) != ":memory:":
+        keep_before_upgrade(conn, path, current)
     for version in range(current, len(MIGRATIONS)):
 
         def migrate(conn: sqlite3.Connection, version: int = version) -> None:

@@ -22,10 +22,11 @@ _SESSION_COLUMNS = (
     "cache_write_tokens, cost_usd, context_tokens, origin, created_at, updated_at"
 )
 _SELECT_SESSION = f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE key = ? AND archived = 0"
-_COUNT = "SELECT count(*) FROM messages WHERE session_id = ?"
+# A rejected run's messages (`rejected` holds the API's reason) are kept but never read back.
+_COUNT = "SELECT count(*) FROM messages WHERE session_id = ? AND rejected = ''"
 _RECENT = (  # a session's last N messages, oldest first, each with the session's total
-    "SELECT role, content, (SELECT count(*) FROM messages WHERE session_id = ?) "
-    "FROM (SELECT id, role, content FROM messages WHERE session_id = ? "
+    f"SELECT role, content, ({_COUNT}) "
+    "FROM (SELECT id, role, content FROM messages WHERE session_id = ? AND rejected = '' "
     "ORDER BY id DESC LIMIT ?) ORDER BY id"
 )
 
@@ -90,13 +91,15 @@ class SQLiteSessions(SQLiteBase):
 
     async def messages(self, session_id: str) -> list[Message]:
         rows = await self._db.fetchall(
-            "SELECT role, content FROM messages WHERE session_id = ? ORDER BY id", (session_id,)
+            "SELECT role, content FROM messages WHERE session_id = ? AND rejected = '' ORDER BY id",
+            (session_id,),
         )
         return _decoded(rows)
 
     async def messages_with_ids(self, session_id: str) -> list[tuple[int, Message]]:
         rows = await self._db.fetchall(
-            "SELECT id, role, content FROM messages WHERE session_id = ? ORDER BY id",
+            "SELECT id, role, content FROM messages WHERE session_id = ? AND rejected = '' "
+            "ORDER BY id",
             (session_id,),
         )
         return [(i, decode_message(role, c)) for i, role, c in rows]
@@ -130,8 +133,11 @@ class SQLiteSessions(SQLiteBase):
         model: str = "",
         context_tokens: int | None = None,
         origin: str | None = None,
+        rejected: str = "",
     ) -> None:
-        save = _saving(session_key, messages, usage, run_id, model, context_tokens, origin)
+        save = _saving(
+            session_key, messages, usage, run_id, model, context_tokens, origin, rejected
+        )
         await self._db.transaction(lambda db: save(db, session_id))  # one hand-off, not five
 
     async def add_session_totals(self, keys: Iterable[str], usage: Usage) -> None:
@@ -262,11 +268,12 @@ def _saving(
     model: str,
     context_tokens: int | None,
     origin: str | None,
+    rejected: str = "",
 ) -> Callable[[sqlite3.Connection, str], None]:
     """A run's save, as a function to run on the database thread in one transaction: its
     messages, the session's totals and (if it cost anything) its ledger row."""
     now = time.time()
-    rows = [(*encode_message(m), run_id, now) for m in messages]
+    rows = [(*encode_message(m), run_id, now, rejected) for m in messages]
     totals = (
         now,
         model,
@@ -295,8 +302,8 @@ def _saving(
     def save(db: sqlite3.Connection, session_id: str) -> None:
         if rows:
             db.executemany(
-                "INSERT INTO messages (session_id, role, content, run_id, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO messages (session_id, role, content, run_id, created_at, rejected) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 [(session_id, *row) for row in rows],
             )
         db.execute(
