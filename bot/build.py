@@ -19,30 +19,22 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from agents.cache_policy import CachePolicy
-from agents.compaction import CompactionPolicy, Compactor
-from agents.loop import AgentLoop
-from agents.pricing import context_window
-from agents.prompt import PromptBuilder
 from agents.providers.router import ModelRouter
 from agents.subagents import SubagentRunner
 from agents.tools.base import ToolRegistry
-from agents.tools.cron import CronTool
-from agents.tools.message import MessageTool
 from bot.access import AccessControl
 from bot.budget import Budget
 from bot.cluster.instances import InstanceBeacon
 from bot.cluster.receivers import Cluster, cron_poll_every
 from bot.cluster.stops import StopRequests
 from bot.config.paths import socket_path
-from bot.config.providers import build_router
 from bot.config.schema import Config
 from bot.cron.book import JobBook
 from bot.cron.heartbeat import Heartbeat
 from bot.cron.scheduler import Scheduler
+from bot.fleet.brain import Brain, Shared, build_brain
 from bot.gateway import Gateway
 from bot.media.chat import ChatMedia
-from bot.model_choice import ModelChoices
 from bot.notices import OwnerLine
 from bot.observe.server import MetricsServer
 from bot.observe.telemetry import Telemetry, build_telemetry
@@ -50,21 +42,14 @@ from bot.operator.control_server import ControlServer, DaemonControl
 from bot.owner import owner_ids, policies
 from bot.process.status import DaemonStatus, StatusSource
 from bot.recall.index import SearchIndex
-from bot.recall.turn_recall import TurnRecall
 from bot.recovery import InboxRecovery
 from bot.store.roles import Store
-from bot.subagent_host import ChildSessions, LaneAnnouncer, subagent_limits
-from bot.tools.belt import build_tools
+from bot.subagent_host import LaneAnnouncer
 from bot.tools.mcp import McpHost
 from bot.tools.messages import ChatMessenger
-from bot.tools.skills import skill_catalog
-from bot.turns import TurnRunner
 from bot.upkeep import SessionUpkeep
 from bot.web.server import DashboardAddress, WebServer
 from channels.base import Channel
-
-# What the memory flush before a compaction may use.
-FLUSH_TOOLS = ["memory_append", "write_file", "read_file"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +75,7 @@ class Parts:
     metrics: MetricsServer | None  # GET /metrics, when metrics.enabled
     web: WebServer | None  # the dashboard, when web.enabled
     index: SearchIndex  # memory notes, conversations and skills, searched by recall and tools
+    agents: tuple[Brain, ...] = ()  # the further agents' brains (`agents:`), main's is above
 
 
 def build(
@@ -105,83 +91,40 @@ def build(
     a conversation at its own pace with it)."""
     agent = config.agent
     telemetry = build_telemetry(config, instance_id)
-    client = build_router(config, telemetry.observer)
-    loop = AgentLoop(
-        client,
-        agent.model,
-        max_iterations=agent.max_iterations,
-        max_tokens=agent.max_tokens,
-        max_tool_result_chars=agent.max_tool_result_chars,
-        observer=telemetry.observer,
-    )
-    skills = skill_catalog(config)  # read by the prompt, read_skill and exec alike
     owners = owner_ids(config, channels)  # whose DMs see the memory files
-    index = SearchIndex.from_config(config, store, skills, owners, clock=clock)
-    models = ModelChoices(store, config)
     owner = OwnerLine(config, channels, telemetry)
     budget = Budget(agent.budget, store, owner.tell)
     gate = budget.notice if budget.enabled else None
 
-    # The tools: the workspace's, chats', cron's and the MCP servers'; then `spawn`.
+    # What every agent shares: chats' media, the cron book, MCP servers, the messenger.
     media = ChatMedia(config, channels, telemetry)
     cron = JobBook(config, store)
     mcp = McpHost(config, telemetry.mcp_headers)
     messenger = ChatMessenger(config, store, channels, telemetry)
-    base_tools = build_tools(
-        config,
-        [MessageTool(messenger), CronTool(cron), *media.tools()],
-        mcp.providers(),
-        skills,
-        index,
-    )
-    # The skills are listed in the prompt only where read_skill is on the belt (agent.tools).
-    prompts = PromptBuilder(
-        config.workspace, skills=skills if "read_skill" in base_tools else None, clock=clock
-    )
     announcer = LaneAnnouncer()
-    subagents = SubagentRunner(
-        loop,
-        prompts,
-        ChildSessions(store, index),
-        announcer,
-        tools=base_tools,
-        agent_id=agent.id,
-        limits=subagent_limits(config),
-        timezone=agent.timezone,
-        model=agent.subagents.model,
-        gate=gate,
-    )
-    tools = subagents.tools  # the base tools and `spawn`
-
-    # A turn, the upkeep after it, and the gateway that admits it.
-    window = agent.context_window or context_window(agent.model)
-    compaction = agent.compaction
-    compactor = Compactor(
-        loop,
-        client,
-        agent.model,
-        CompactionPolicy(
-            compaction.max_messages, compaction.context_ratio, compaction.keep_last, window
-        ),
-        FLUSH_TOOLS,
-    )
-    cache = CachePolicy(agent.cache.ttl, clock=clock)  # the prompt cache's life per session
-    upkeep = SessionUpkeep(config, store, compactor, prompts, models, tools=tools, cache=cache)
-    runner = TurnRunner(
-        config,
-        store,
-        loop,
-        prompts,
-        tools,
+    shared = Shared(
         channels,
-        media=media,
-        models=models,
-        after_run=[upkeep.after_run, *([budget.after_run] if budget.enabled else [])],
-        telemetry=telemetry,
-        cache=cache,
-        recall=TurnRecall(agent.recall, index, owners, agent.timezone, skills),
-        index=index,
+        telemetry,
+        media,
+        cron,
+        mcp,
+        messenger,
+        announcer,
+        budget,
+        owners,
+        clock=clock,
+        several=bool(config.agents),
     )
+    # Each agent's brain (bot/fleet/brain.py): the others first, main's runner takes theirs.
+    others = tuple(
+        build_brain(config.for_agent(entry.id), store, shared, main=False)
+        for entry in config.agents
+    )
+    brain = build_brain(
+        config, store, shared, agents={other.agent_id: other.runner for other in others}
+    )
+    client, tools, index, models = brain.client, brain.tools, brain.index, brain.models
+    subagents, upkeep, runner, skills = brain.subagents, brain.upkeep, brain.runner, brain.skills
     access = AccessControl(
         store, policies(config, list(config.channels.all())), owner.pairing_request
     )
@@ -251,4 +194,5 @@ def build(
         metrics=metrics,
         web=web,
         index=index,
+        agents=others,
     )

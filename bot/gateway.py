@@ -30,6 +30,7 @@ from bot.commands import (
     unknown_command_reply,
 )
 from bot.config.schema import Config
+from bot.fleet.bindings import agent_for
 from bot.group_context import GroupContext
 from bot.inbox_payload import inbound_to_payload, well_formed
 from bot.lanes import Admission, Lane, LaneTable, Pending, QueueMode, Turn, take_run_slot
@@ -110,7 +111,7 @@ class Gateway:
 
     async def on_message(self, inbound: Inbound) -> None:
         inbound = well_formed(inbound)
-        key = SessionKey.for_chat(self.config.agent.id, inbound.chat)
+        key = SessionKey.for_chat(self.agent_for(inbound.chat), inbound.chat)
         inbox_id = await self.store.inbox_add(
             inbound.chat.channel,
             inbound.chat.account,
@@ -127,6 +128,10 @@ class Gateway:
             log.info("shutting down: %s kept for the next start", where(inbound))
             return
         await self.process(inbound, key, inbox_id)
+
+    def agent_for(self, chat: ChatRef) -> str:
+        """The agent that answers in `chat` (`bindings:`, bot/fleet/bindings.py)."""
+        return agent_for(self.config.bindings, self.config.agent.id, chat)
 
     async def process(self, inbound: Inbound, key: SessionKey, inbox_id: int | None) -> None:
         """Access, commands, lanes for a message already in the inbox (row `inbox_id`)."""

@@ -53,7 +53,16 @@ class ModelChoices:
             self._cache.popitem(last=False)
 
     async def current(self, session_key: str) -> str:
-        return await self.chosen(session_key) or self.default
+        return await self.chosen(session_key) or self.default_for(session_key)
+
+    def default_for(self, session_key: str) -> str:
+        """The configured model of the agent the session belongs to (`agents:`)."""
+        agent = session_key.split(":", 2)[1] if session_key.startswith("agent:") else ""
+        try:
+            config = self._config.for_agent(agent)
+        except KeyError:
+            return self.default
+        return display_model(config, config.agent.model)
 
     async def command(self, session_key: str, argument: str) -> str:
         wanted = argument.strip()

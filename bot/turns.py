@@ -104,6 +104,7 @@ class TurnRunner:
         cache: CachePolicy | None = None,  # the prompt cache's life per session
         recall: TurnRecall | None = None,  # what the index holds about each new message
         index: SearchIndex | None = None,  # told of each saved run
+        agents: Mapping[str, TurnRunner] | None = None,  # the other agents' runners, by id
     ) -> None:
         self.config = config
         self.store = store
@@ -120,11 +121,16 @@ class TurnRunner:
         self.cache = cache or CachePolicy(config.agent.cache.ttl)
         self.recall = recall
         self.index = index
+        self.agents: Mapping[str, TurnRunner] = agents or {}
 
     async def run(
         self, key: SessionKey, turn: Turn, chat: ChatRef | None, mode: PromptMode = "full"
     ) -> TurnOutcome:
-        """Run `turn`; with `chat`, stream to it and deliver there, else only return."""
+        """Run `turn`; with `chat`, stream to it and deliver there, else only return. A
+        session of another agent (`agents:`) runs in that agent's runner."""
+        other = self.agents.get(key.agent) if key.agent != self.config.agent.id else None
+        if other is not None:
+            return await other.run(key, turn, chat, mode)
         return await self._observed(key, turn, chat, self._run(key, turn, chat, mode))
 
     async def _run(
