@@ -48,7 +48,9 @@ from bot.subagent_host import LaneAnnouncer
 from bot.tools.mcp import McpHost
 from bot.tools.messages import ChatMessenger
 from bot.upkeep import SessionUpkeep
-from bot.web.server import DashboardAddress, WebServer
+from bot.web.hooks import HookRoutes
+from bot.web.openai_api import OpenAIRoutes
+from bot.web.server import DashboardAddress, Routes, WebServer
 from channels.base import Channel
 
 
@@ -163,7 +165,10 @@ def build(
     reporting: list[StatusSource] = [gateway, scheduler, mcp, telemetry]
     reporting += [metrics] if metrics is not None else []
     # The dashboard's address is made first: the status reports it, the server binds it.
-    address = DashboardAddress(config.web.listen) if config.web.enabled else None
+    # The server also runs for webhooks or the API alone (bot/web/hooks.py, openai_api.py).
+    routes = web_routes(config, store, gateway, channels)
+    serving = config.web.enabled or bool(routes)
+    address = DashboardAddress(config.web.listen) if serving else None
     reporting += [address] if address is not None else []
     status = DaemonStatus(config, channels, cluster, reporting)
     beacon = InstanceBeacon(store, status.snapshot, instance_id)
@@ -173,7 +178,16 @@ def build(
     control = ControlServer(socket_path(config), config, store, live)
     web = None
     if address is not None:
-        web = WebServer(address, config, store, live, skills, instance_id)
+        web = WebServer(
+            address,
+            config,
+            store,
+            live,
+            skills,
+            instance_id,
+            dashboard=config.web.enabled,
+            routes=routes,
+        )
     return Parts(
         client=client,
         tools=tools,
@@ -196,3 +210,15 @@ def build(
         index=index,
         agents=others,
     )
+
+
+def web_routes(
+    config: Config, store: Store, gateway: Gateway, channels: Mapping[str, Channel]
+) -> list[Routes]:
+    """The handlers served beside the dashboard: webhooks (`hooks:`), the API (`api:`)."""
+    routes: list[Routes] = []
+    if config.hooks.enabled:
+        routes.append(HookRoutes(config.hooks, store, gateway, channels))
+    if config.api.enabled:
+        routes.append(OpenAIRoutes(config.api, config.agent_ids(), store, gateway))
+    return routes

@@ -205,11 +205,13 @@ class Gateway:
         when_busy: Literal["skip", "queue"] = "skip",
         mode: PromptMode = "full",
         system: bool = True,
+        run_id: str | None = None,
     ) -> TurnOutcome | None:
         """Run a turn the daemon starts itself (heartbeat, cron, sub-agent result) in the
         session's lane, so `/stop` reaches it and a DM never runs two turns at once. With
         `chat` the reply is delivered there; without, the caller gets the outcome. A busy
-        session makes it return None at once (`skip`) or wait in the queue (`queue`)."""
+        session makes it return None at once (`skip`) or wait in the queue (`queue`). `run_id`
+        names the run when it starts at once (a webhook's answer gave it already)."""
         if not self.accepting:
             return None
         inbound = Inbound(
@@ -227,7 +229,7 @@ class Gateway:
             else:
                 self.lanes.forget_if_idle(lane)
             return None
-        turn = Turn([pending])
+        turn = Turn([pending], run_id=run_id) if run_id else Turn([pending])
         lane.active.append(turn)
         self._idle.clear()
         return await self._run(key, lane, turn, mode)
