@@ -23,6 +23,7 @@ from agents.providers.router import ModelRouter
 from agents.subagents import SubagentRunner
 from agents.tools.base import ToolRegistry
 from bot.access import AccessControl
+from bot.brains import Brain, Shared, build_brain
 from bot.budget import Budget
 from bot.cluster.instances import InstanceBeacon
 from bot.cluster.receivers import Cluster, cron_poll_every
@@ -32,7 +33,6 @@ from bot.config.schema import Config
 from bot.cron.book import JobBook
 from bot.cron.heartbeat import Heartbeat
 from bot.cron.scheduler import Scheduler
-from bot.fleet.brain import Brain, Shared, build_brain
 from bot.gateway import Gateway
 from bot.media.chat import ChatMedia
 from bot.notices import OwnerLine
@@ -114,10 +114,11 @@ def build(
         announcer,
         budget,
         owners,
+        agent.id,
         clock=clock,
         several=bool(config.agents),
     )
-    # Each agent's brain (bot/fleet/brain.py): the others first, main's runner takes theirs.
+    # Each agent's brain (bot/brains.py): the others first, main's runner takes theirs.
     others = tuple(
         build_brain(config.for_agent(entry.id), store, shared, main=False)
         for entry in config.agents

@@ -16,6 +16,7 @@ from bot.config.schema import Config
 from bot.cron.heartbeat import TargetError, resolve_target
 from bot.cron.jobs import CronJob, RunStatus, describe_chat
 from bot.delivery import DeliveryError, clean_reply, send_reply
+from bot.fleet.cron_scope import agent_of_creator
 from bot.gateway import Gateway
 from bot.sessions import SessionKey
 from bot.store.roles import Sessions
@@ -80,11 +81,17 @@ class JobRunner:
         if job.session_mode == "chat":
             if chat is None:
                 return RunOutcome("error", "a chat-session job needs a chat; deliver_to is none")
-            return await self._run_in_chat(gateway, chat, text)
+            return await self._run_in_chat(gateway, chat, text, self._agent(job))
         return await self._run_isolated(gateway, job, chat, text)
 
-    async def _run_in_chat(self, gateway: Gateway, chat: ChatRef, text: str) -> RunOutcome:
-        key = SessionKey.for_chat(self.config.agent.id, chat)
+    def _agent(self, job: CronJob) -> str:
+        """The agent the job runs as: the one that made it (`bot/fleet/cron_scope.py`)."""
+        return agent_of_creator(job.created_by, self.config.agent.id)
+
+    async def _run_in_chat(
+        self, gateway: Gateway, chat: ChatRef, text: str, agent: str
+    ) -> RunOutcome:
+        key = SessionKey.for_chat(agent, chat)
         busy = gateway.is_busy(key)
         outcome = await gateway.run_system_turn(
             key, text, chat=chat, when_busy="queue", mode="full"
@@ -111,7 +118,7 @@ class JobRunner:
     async def _run_isolated(
         self, gateway: Gateway, job: CronJob, chat: ChatRef | None, text: str
     ) -> RunOutcome:
-        key = SessionKey.cron(self.config.agent.id, job.id)
+        key = SessionKey.cron(self._agent(job), job.id)
         if gateway.is_busy(key):
             return RunOutcome("skipped", "the previous run is still going", transient=True)
         await self.store.reset_session(str(key))  # every run starts fresh

@@ -20,6 +20,7 @@ from bot.config.paths import socket_path
 from bot.config.providers import build_router
 from bot.config.schema import Config
 from bot.lanes import Pending, Turn
+from bot.operator.ops_agents import agent_problem, chat_session
 from bot.operator.ops_chat import default_chat_key, turn_reply
 from bot.operator.reply import Reply
 from bot.recall.index import SearchIndex
@@ -35,11 +36,23 @@ from bot.workspace import seed_workspace
 from channels.base import ChatRef, Inbound
 
 
-async def chat_standalone(config: Config, text: str, session: object) -> Reply:
+async def chat_standalone(
+    config: Config, text: str, session: object, agent: object = None
+) -> Reply:
+    problem = agent_problem(config, agent, "chat")
+    if problem:
+        return Reply(2, err=problem)
     try:
-        key = SessionKey.parse(str(session)) if session else default_chat_key(config)
+        if session:
+            key = SessionKey.parse(str(session))
+        else:
+            key = chat_session(str(agent)) if agent else default_chat_key(config)
     except ValueError as exc:
         return Reply(2, err=f"perch chat: --session: {exc}\n")
+    try:
+        config = config.for_agent(key.agent)  # its model, workspace, tools and persona
+    except KeyError:
+        return Reply(2, err=f"perch chat: no agent {key.agent!r} in the config\n")
     unset = [u for u in config.unresolved if u.startswith("providers.")]
     if unset:
         return Reply(

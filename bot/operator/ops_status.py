@@ -17,6 +17,7 @@ from bot.budget import Budget, day_start
 from bot.cluster.instances import live_instance_lines
 from bot.config.schema import Config
 from bot.operator.mcp_probe import daemon_mcp_lines
+from bot.operator.ops_agents import agent_problem
 from bot.operator.reply import OpContext, Reply
 from bot.tools.skills import skill_catalog, summary
 
@@ -106,7 +107,14 @@ def unresolved_notes(config: Config) -> list[str]:
 
 async def op_sessions(ctx: OpContext, args: dict[str, Any]) -> Reply:
     show_all = bool(args.get("all"))
-    rows = await ctx.store.list_sessions(int(args.get("limit", 50)), archived=show_all)
+    agent = str(args.get("agent") or "")  # --agent: that agent's sessions only
+    problem = agent_problem(ctx.config, agent, "sessions")
+    if problem:
+        return Reply(2, err=problem)
+    limit = int(args.get("limit", 50))
+    rows = await ctx.store.list_sessions(100_000 if agent else limit, archived=show_all)
+    if agent:
+        rows = [row for row in rows if row.key.startswith(f"agent:{agent}:")][:limit]
     if not rows:
         return Reply(0, "No conversations yet.\n")
     archived: set[str] = set()

@@ -8,14 +8,16 @@ within a limit, without aiohttp's app-wide `client_max_size` (the dashboard keep
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from aiohttp import web
 
 from agents.prompt import PromptMode
 from bot.sessions import SessionKey
-from bot.turns import TurnOutcome
 from channels.base import ChatRef
+
+if TYPE_CHECKING:  # the turn's outcome, a type only: the web wing never calls the core
+    from bot.turns import TurnOutcome
 
 
 class SystemTurns(Protocol):

@@ -30,7 +30,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
@@ -40,7 +40,6 @@ from agents.sanitize import is_silent, sanitize_output
 from bot.config.hub import ApiConfig
 from bot.sessions import SessionKey
 from bot.store.roles import History, Sessions
-from bot.turns import TurnOutcome
 from bot.web.hub_ports import SystemTurns, TooLarge, read_body
 from bot.web.openai_shapes import (
     ApiError,
@@ -57,6 +56,9 @@ log = logging.getLogger(__name__)
 API_CHANNEL = "api"  # the channel word in an API session's key
 KEEPALIVE_S = 10.0
 PIECE = 400  # characters per streamed content chunk
+
+if TYPE_CHECKING:  # the turn's outcome, a type only: the web wing never calls the core
+    from bot.turns import TurnOutcome
 
 
 class ApiStore(Sessions, History, Protocol):

@@ -6,7 +6,7 @@ loop, its skills (bundled, `skills.paths` and its own workspace's), its search i
 through `AgentSearch`, so it finds nothing of another agent), its tools (the file and memory
 tools work in its workspace), its prompts (its persona files), sub-agents, compaction and
 its `TurnRunner`. What all agents share comes in `Shared`: the telemetry, the chats' media,
-the cron book, the MCP servers, the `message` tool's messenger, the announcer of sub-agent
+the cron book (each agent's `cron` tool sees only its own jobs), the MCP servers, the `message` tool's messenger, the announcer of sub-agent
 results and the budget. The main agent's runner is given the others' (`agents`): a turn of a
 session whose key names another agent runs there.
 """
@@ -32,6 +32,7 @@ from bot.budget import Budget
 from bot.config.providers import build_router
 from bot.config.schema import Config
 from bot.cron.book import JobBook
+from bot.fleet.cron_scope import AgentJobBook
 from bot.fleet.search_scope import AgentSearch
 from bot.media.chat import ChatMedia
 from bot.model_choice import ModelChoices
@@ -65,6 +66,7 @@ class Shared:
     announcer: LaneAnnouncer
     budget: Budget
     owners: Mapping[str, tuple[str, ...]]
+    main_id: str  # the `agent:` section's id
     clock: Callable[[], float] = time.time
     several: bool = False  # more than one agent is configured
 
@@ -118,7 +120,11 @@ def build_brain(
     media = shared.media
     base_tools = build_tools(
         config,
-        [MessageTool(shared.messenger), CronTool(shared.cron), *media.tools()],
+        [
+            MessageTool(shared.messenger),
+            CronTool(AgentJobBook(shared.cron, agent.id, shared.main_id)),
+            *media.tools(),
+        ],
         shared.mcp.providers(),
         skills,
         index,
