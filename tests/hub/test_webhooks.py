@@ -25,6 +25,7 @@ pytestmark = pytest.mark.timeout(180)
 GITHUB_SECRET = "github-secret-0123456789"
 PERCH_SECRET = "perch-secret-0123456789ab"
 GROUP = "-1001234567890"
+DASHBOARD_TOKEN = "dashboard-token-0123456789"
 PUSH = {
     "ref": "refs/heads/main",
     "repository": {"full_name": "ann/perch"},
@@ -55,10 +56,11 @@ async def setup(
                     "allow_from": ["42"],
                     "groups": [GROUP],
                 },
+                "agents": [{"id": "ops"}],
                 "web": {
                     "enabled": True,
                     "listen": "127.0.0.1:0",
-                    "token": "dashboard-token-0123456789",
+                    "token": DASHBOARD_TOKEN,
                 },
                 "hooks": {
                     "enabled": True,
@@ -73,6 +75,7 @@ async def setup(
                             "secret": PERCH_SECRET,
                             "signature": "perch",
                             "session": "alerts",
+                            "agent": "ops",
                             "per_minute": 4,
                         },
                     },
@@ -145,7 +148,7 @@ async def test_a_replayed_perch_signature_runs_nothing_and_old_ones_are_refused(
     stamp = str(int(time.time()))
     headers = {"X-Perch-Timestamp": stamp, "X-Perch-Signature": sign(PERCH_SECRET, body, stamp)}
     status, answer = await post(f"{base}/hooks/alerts", body, headers)
-    assert status == 202 and answer["session"] == "agent:main:hook:alerts:dm:alerts"
+    assert status == 202 and answer["session"] == "agent:ops:hook:alerts:dm:alerts"
     await model.wait_requests(1, timeout=60)
     status, _ = await post(f"{base}/hooks/alerts", body, headers)  # the same request again
     assert status == 409
@@ -160,6 +163,12 @@ async def test_a_replayed_perch_signature_runs_nothing_and_old_ones_are_refused(
     assert (await post(f"{base}/hooks/alerts", body, moved))[0] == 401
     await daemon.gateway.wait_idle()  # type: ignore[union-attr]
     assert len(model.requests) == 1
+    # The dashboard shows the session with its agent.
+    auth = {"Authorization": f"Bearer {DASHBOARD_TOKEN}"}
+    async with aiohttp.ClientSession() as http, http.get(f"{base}/sessions", headers=auth) as r:
+        page = await r.text()
+    assert r.status == 200 and "agent:ops:hook:alerts:dm:alerts" in page
+    assert "<td>ops</td>" in page
 
 
 async def test_each_endpoint_has_its_rate(
