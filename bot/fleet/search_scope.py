@@ -8,7 +8,8 @@ it through an `AgentSearch`, which keeps the agents apart by naming:
   which names the agent already). Its vectors live in the space `<space>@<id>`.
 Every search asks only for the viewing agent's scopes, and every hit, stamp and document
 list is filtered to the agent's own groups before it is given back, names restored, so
-even the operator's every-scope search of one agent shows nothing of another.
+even the operator's every-scope search of one agent shows nothing of another. A rebuild of
+the conversations reads only the agent's own sessions (`dump`).
 `clear_search` of another agent forgets only its stamped groups (memory files, skills); the
 main agent's clears the table (its rebuild indexes what it owns again; the others re-index
 their files at their next refresh).
@@ -151,7 +152,16 @@ class AgentSearch:
         return await self.store.is_empty()
 
     def dump(self, table: str, batch: int = 500) -> AsyncIterator[list[CopyRow]]:
-        return self.store.dump(table, batch)
+        """Every row of `table`; of `sessions`, only this agent's (a rebuild of the
+        conversations indexes no other agent's, whose messages then find no session)."""
+        if table != "sessions":
+            return self.store.dump(table, batch)
+        return self._own_sessions(batch)
+
+    async def _own_sessions(self, batch: int) -> AsyncIterator[list[CopyRow]]:
+        prefix = f"agent:{self.agent_id}:"
+        async for rows in self.store.dump("sessions", batch):
+            yield [row for row in rows if str(row[1]).startswith(prefix)]
 
     async def load(self, table: str, rows: list[CopyRow]) -> None:
         await self.store.load(table, rows)

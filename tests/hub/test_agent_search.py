@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.model import Usage, text_block
 from bot.fleet.search_scope import AgentSearch
 from bot.recall.index import SearchIndex
 from bot.recall.visibility import OWNER, PUBLIC
@@ -74,3 +75,25 @@ async def test_two_agents_on_one_store_never_find_each_others_notes(
         "The kayak code is 7431",
         "The kayak code is 7431 (dated)",
     ]
+
+
+async def test_a_rebuild_indexes_only_the_agents_own_conversations(
+    store: Store, tmp_path: Path
+) -> None:
+    for key, said in (
+        ("agent:work:cron:j1", "The kayak vault opens with 5150"),
+        ("agent:main:cron:j2", "The kayak shed opens with 8080"),
+    ):
+        row = await store.session(key)
+        await store.save_run(
+            row.id, key, [{"role": "assistant", "content": [text_block(said)]}], usage=Usage()
+        )
+    main = SearchIndex(
+        AgentSearch(store, "main", main=True, alone=False),
+        workspace(tmp_path, "workspace", "A note about pebbles"),
+        rescan_s=0,
+    )
+    await main.rebuild()
+    found = await texts(main, "kayak opens", None)
+    assert any("8080" in text for text in found)
+    assert not any("5150" in text for text in found)  # work's cron run: never main's
