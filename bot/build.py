@@ -141,7 +141,9 @@ def build(
         budget=budget,
         remote=StopRequests(store) if store.shared else None,
         compactor=upkeep.compact_now,
-        cancel_children=subagents.cancel_children_of,
+        cancel_children=lambda key: sum(  # each agent's sub-agents of the session
+            b.subagents.cancel_children_of(key) for b in (brain, *others)
+        ),
         announcements=announcer,
     )
     recovery = InboxRecovery(config, store, gateway)

@@ -213,7 +213,7 @@ class Config(StrictModel):
             *(provider.api_key for _, provider in self.providers.items()),
             *secrets(self.channels),
             *mcp_secrets(self.mcp),
-            self.agent.web_search.api_key,
+            *(a.web_search.api_key for a in (self.agent, *self.agents)),
             *observe_secrets(self.metrics, self.tracing),
             self.web.token or "",
             *hub_secrets(self.hooks, self.api),
