@@ -171,7 +171,7 @@ def build(
     # The server also runs for webhooks or the API alone (bot/web/hooks.py, openai_api.py).
     routes = web_routes(config, store, gateway, channels)
     serving = config.web.enabled or bool(routes)
-    address = DashboardAddress(config.web.listen) if serving else None
+    address = DashboardAddress(config.web.listen, dashboard=config.web.enabled) if serving else None
     reporting += [address] if address is not None else []
     status = DaemonStatus(config, channels, cluster, reporting)
     beacon = InstanceBeacon(store, status.snapshot, instance_id)

@@ -46,6 +46,8 @@ def telemetry_lines(daemon: dict[str, Any]) -> list[str]:
     lines = []
     if daemon.get("dashboard"):
         lines.append(f"  dashboard: {daemon['dashboard']}")
+    if daemon.get("web_server"):  # webhooks or the API without the dashboard
+        lines.append(f"  web server (hooks, api): {daemon['web_server']}")
     if daemon.get("metrics_endpoint"):
         lines.append(f"  metrics: {daemon['metrics_endpoint']}")
     tracing = daemon.get("tracing") or {}

@@ -118,8 +118,9 @@ class DashboardAddress:
     """Where the dashboard listens (`web.listen`; a port 0 becomes the one bound). Made before
     both the daemon's status, which reports it, and the server, which binds it."""
 
-    def __init__(self, listen: str) -> None:
+    def __init__(self, listen: str, *, dashboard: bool = True) -> None:
         self.host, self.port = split_listen(listen)
+        self.dashboard = dashboard  # False: the server runs for webhooks or the API alone
 
     @property
     def url(self) -> str:
@@ -127,7 +128,7 @@ class DashboardAddress:
         return f"http://{host}:{self.port}/"
 
     def status(self) -> dict[str, Any]:
-        return {"dashboard": self.url}
+        return {"dashboard" if self.dashboard else "web_server": self.url}
 
 
 class WebServer:
