@@ -3,7 +3,7 @@
 In: `parse_request(data)` reads a `POST /v1/chat/completions` body into a `ChatRequest`
 (`model`, the conversation, `stream`, `stream_options.include_usage`, `user`), or raises
 `ApiError` (400) saying which field is wrong. A message's content is a string or a list of
-`{"type": "text"}` parts (other parts are left out with a note). `system` and `developer`
+text parts (`type` text) (other parts are left out with a note). `system` and `developer`
 messages become a note at the head of the last user message (the agent keeps its own
 persona); `tool` messages are left out (the agent's tools run in Perch). The last message
 must be the user's.
