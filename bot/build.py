@@ -158,6 +158,9 @@ def build(
         heartbeat,
         budget_gate=gate,
         poll_every=cron_poll_every(store),
+        more_heartbeats=[  # each further agent's own HEARTBEAT.md, in its own session
+            Heartbeat(config.for_agent(entry.id), gateway, store) for entry in config.agents
+        ],
     )
     cluster = Cluster(store, channels, config.channels, gateway, recovery)
     metrics = None

@@ -120,3 +120,20 @@ async def test_an_agent_never_sees_another_agents_memory(
     assert "2286" in sent  # its own note: recalled and found by memory_search
     assert "7431" not in sent  # main's: never
     assert tg.texts()[-1] == "searched"
+
+
+async def test_each_agent_has_its_own_heartbeat(tmp_path: Path, model: FakeAnthropic) -> None:
+    model.default = signed
+    async with FakeTelegram() as tg:
+        daemon = Daemon(config_for(tmp_path, model, tg, []))
+        await daemon.start()
+        try:
+            (tmp_path / "workspace-work" / "HEARTBEAT.md").write_text("- Check the build\n")
+            assert daemon.scheduler is not None
+            outcomes = [await beat.tick() for beat in daemon.scheduler.heartbeats]
+            await tg.wait_for("sendMessage", 1, timeout=40)
+        finally:
+            await daemon.stop()
+    assert outcomes[1] == "delivered" and outcomes[0] != "delivered"  # main's file: comments
+    assert tg.texts() == ["Otto on claude-haiku-4-5"]  # work's, to the owner
+    assert "Check the build" in json.dumps(model.requests[-1]["messages"])
