@@ -126,6 +126,7 @@ def build(
     brain = build_brain(
         config, store, shared, agents={other.agent_id: other.runner for other in others}
     )
+    by_agent = {b.agent_id: b for b in (brain, *others)}  # /compact with the session's own
     client, tools, index, models = brain.client, brain.tools, brain.index, brain.models
     subagents, upkeep, runner, skills = brain.subagents, brain.upkeep, brain.runner, brain.skills
     access = AccessControl(
@@ -140,7 +141,7 @@ def build(
         models,
         budget=budget,
         remote=StopRequests(store) if store.shared else None,
-        compactor=upkeep.compact_now,
+        compactor=lambda key: by_agent.get(key.agent, brain).upkeep.compact_now(key),
         cancel_children=lambda key: sum(  # each agent's sub-agents of the session
             b.subagents.cancel_children_of(key) for b in (brain, *others)
         ),
