@@ -146,3 +146,19 @@ async def test_a_session_per_user_keeps_history_and_a_cancelled_request_stops_it
     assert daemon.gateway is not None and daemon.gateway.is_busy(key)
     asking.cancel()
     await eventually(lambda: not daemon.gateway.is_busy(key), timeout=30)
+
+
+async def test_the_agents_tools_run_in_perch_and_the_caller_sees_only_the_answer(
+    daemon: Daemon, model: FakeAnthropic
+) -> None:
+    model.queue(
+        Reply.tool_use([("write_file", {"path": "note.txt", "content": "from the API"})]),
+        Reply.text("Saved it."),
+    )
+    answer = await client_of(daemon).chat.completions.create(
+        model="main", messages=[{"role": "user", "content": "save a note"}]
+    )
+    message = answer.choices[0].message
+    assert message.content == "Saved it." and not message.tool_calls
+    assert (daemon.config.workspace / "note.txt").read_text() == "from the API"
+    assert len(model.requests) == 2  # the tool's result went back to the model, in Perch
