@@ -86,13 +86,16 @@ async def test_two_chats_bound_to_two_agents_answer_with_their_own_persona_and_m
             await tg.wait_for("sendMessage", 3, timeout=40)
             tg.group_message("/status", chat_id=int(GROUP), user_id=42)
             await tg.wait_for("sendMessage", 4, timeout=40)
+            tg.group_message("/model", chat_id=int(GROUP), user_id=42)
+            await tg.wait_for("sendMessage", 5, timeout=40)
         finally:
             await daemon.stop()
     texts = tg.texts()
     assert texts[0] == "Wren on claude-sonnet-5-5"  # the DM: unbound, so main
     assert texts[1] == "Otto on claude-haiku-4-5"  # the bound group: work
     assert "Agent: main" in texts[2]
-    assert "Agent: work" in texts[3]
+    assert "Agent: work" in texts[3] and "Model: claude-haiku-4-5" in texts[3]
+    assert "claude-haiku-4-5 (default)" in texts[4]  # /model: work's own default
 
 
 async def test_an_agent_never_sees_another_agents_memory(
