@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, Literal, Protocol
 
 from agents.cancel import Cancelled
+from agents.loop import EventSink
 from agents.prompt import PromptMode
 from bot.access import AccessControl, Verdict
 from bot.cluster.slots import SessionSlots
@@ -206,12 +207,14 @@ class Gateway:
         mode: PromptMode = "full",
         system: bool = True,
         run_id: str | None = None,
+        watch: EventSink | None = None,
     ) -> TurnOutcome | None:
         """Run a turn the daemon starts itself (heartbeat, cron, sub-agent result) in the
         session's lane, so `/stop` reaches it and a DM never runs two turns at once. With
         `chat` the reply is delivered there; without, the caller gets the outcome. A busy
         session makes it return None at once (`skip`) or wait in the queue (`queue`). `run_id`
-        names the run when it starts at once (a webhook's answer gave it already)."""
+        names the run when it starts at once (a webhook's answer gave it already); `watch`
+        is told of its progress (text as it is written) when it starts at once."""
         if not self.accepting:
             return None
         inbound = Inbound(
@@ -229,7 +232,8 @@ class Gateway:
             else:
                 self.lanes.forget_if_idle(lane)
             return None
-        turn = Turn([pending], run_id=run_id) if run_id else Turn([pending])
+        turn = Turn([pending], watch=watch)
+        turn.run_id = run_id or turn.run_id
         lane.active.append(turn)
         self._idle.clear()
         return await self._run(key, lane, turn, mode)

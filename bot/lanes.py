@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agents.cancel import CancelToken
-from agents.loop import SteerInbox
+from agents.loop import EventSink, SteerInbox
 from agents.model import text_block
 from channels.base import ChatRef, Inbound
 
@@ -53,6 +53,8 @@ class Turn:
     # done, so saving and delivering the answer never keep the next turn from its model
     # call. Set by the gateway; calling it twice is harmless.
     release_slot: Callable[[], None] = field(default=lambda: None)
+    # Told of the run's progress when no chat is (the OpenAI-compatible API's stream).
+    watch: EventSink | None = None
 
     def steer_with(self, text: str) -> None:
         """Hand a message that came in while it runs to the turn's next model call."""

@@ -243,7 +243,7 @@ class TurnRunner:
                 reply = TurnReply(channel, chat, self.telemetry)
                 stack.callback(reply.close)
             try:
-                result = await self.loop.run(request, reply.on_event if reply else None)
+                result = await self.loop.run(request, reply.on_event if reply else turn.watch)
             finally:
                 self.cache.ended(str(key))
                 turn.release_slot()  # the model work is over: the next turn may start it

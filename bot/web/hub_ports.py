@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from aiohttp import web
 
+from agents.loop import EventSink
 from agents.prompt import PromptMode
 from bot.sessions import SessionKey
 from channels.base import ChatRef
@@ -31,6 +32,7 @@ class SystemTurns(Protocol):
         mode: PromptMode = "full",
         system: bool = True,
         run_id: str | None = None,
+        watch: EventSink | None = None,
     ) -> TurnOutcome | None: ...
 
     def stop_all(self, key: SessionKey) -> tuple[int, int]: ...

@@ -13,10 +13,11 @@ token and user (`...:dm:<user>`) and runs only the last user message; a second r
 a session that is still answering gets 429. `<token tag>` is a short digest of the token,
 so two callers with different tokens never share a session.
 
-Streaming (`stream: true`) answers Server-Sent Events at once (a `: keep-alive` comment
-every 10 s while the agent works and its tools run), then the answer as `chat.completion.
-chunk`s, a usage chunk when `stream_options.include_usage` asks, and `data: [DONE]`. The
-answer comes whole when the turn ends (not token by token). A client that goes away
+Streaming (`stream: true`) answers Server-Sent Events at once: the text as the agent writes
+it (`chat.completion.chunk`s, cleaned as a chat's preview is: `bot/web/openai_stream.py`;
+what it says before it uses a tool included), a `: keep-alive` comment every 10 s while
+nothing is written (a tool runs), the rest of the final reply when the turn ends, a usage
+chunk when `stream_options.include_usage` asks, and `data: [DONE]`. A client that goes away
 (the server cancels its handler) stops the run, as `/stopall` would.
 """
 
@@ -50,6 +51,7 @@ from bot.web.openai_shapes import (
     model_list,
     parse_request,
 )
+from bot.web.openai_stream import StreamedText
 
 log = logging.getLogger(__name__)
 
@@ -158,13 +160,19 @@ class OpenAIRoutes:
             return _error(error)
         self._busy.add(str(key))
         try:
+            streamed = StreamedText() if asked.stream else None
             run = self.turns.run_system_turn(
-                key, asked.text, system=False, when_busy="skip", run_id=run_id
+                key,
+                asked.text,
+                system=False,
+                when_busy="skip",
+                run_id=run_id,
+                watch=streamed.on_event if streamed is not None else None,
             )
             task: asyncio.Task[TurnOutcome | None] = asyncio.create_task(run)
             try:
-                if asked.stream:
-                    return await self._stream(request, asked, run_id, task)
+                if streamed is not None:
+                    return await self._stream(request, asked, run_id, task, streamed)
                 outcome = await asyncio.shield(task)
             except (asyncio.CancelledError, ConnectionError):
                 self._stop(key, task)
@@ -195,28 +203,40 @@ class OpenAIRoutes:
         asked: ChatRequest,
         run_id: str,
         task: asyncio.Task[TurnOutcome | None],
+        streamed: StreamedText,
     ) -> web.StreamResponse:
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=KEEPALIVE_S)
-            if done:
-                break
-            await response.write(b": keep-alive\n\n")
-        created = int(time.time())
+        model, created = asked.model, int(time.time())
+        await _event(response, chunk(run_id, model, created, {"role": "assistant", "content": ""}))
+        while not task.done():  # the text as it is written; a comment while nothing is
+            piece = asyncio.ensure_future(streamed.queue.get())
+            await asyncio.wait({piece, task}, timeout=KEEPALIVE_S, return_when="FIRST_COMPLETED")
+            if piece.done():
+                await _event(response, chunk(run_id, model, created, {"content": piece.result()}))
+            else:
+                piece.cancel()
+                if not task.done():
+                    await response.write(b": keep-alive\n\n")
+        while not streamed.queue.empty():
+            text = streamed.queue.get_nowait()
+            await _event(response, chunk(run_id, model, created, {"content": text}))
+        outcome = task.result()
         try:
-            text, usage, finish = _answer_text(task.result())
+            final, usage, finish = _answer_text(outcome)
         except ApiError as error:
             await _event(response, error_body(error))
             await response.write(b"data: [DONE]\n\n")
             return response
-        model = asked.model
-        await _event(response, chunk(run_id, model, created, {"role": "assistant", "content": ""}))
-        for start in range(0, len(text), PIECE):
-            piece = {"content": text[start : start + PIECE]}
-            await _event(response, chunk(run_id, model, created, piece))
+        if outcome is None or outcome.blocked or outcome.result is None:
+            rest = final
+        else:  # what the stream has not shown yet of the cleaned reply
+            rest = streamed.rest(outcome.result.text)
+        for start in range(0, len(rest), PIECE):
+            piece_text = {"content": rest[start : start + PIECE]}
+            await _event(response, chunk(run_id, model, created, piece_text))
         await _event(response, chunk(run_id, model, created, {}, finish))
         if asked.include_usage:
             await _event(response, chunk(run_id, model, created, None, usage=usage))

@@ -162,3 +162,22 @@ async def test_the_agents_tools_run_in_perch_and_the_caller_sees_only_the_answer
     assert message.content == "Saved it." and not message.tool_calls
     assert (daemon.config.workspace / "note.txt").read_text() == "from the API"
     assert len(model.requests) == 2  # the tool's result went back to the model, in Perch
+
+
+async def test_a_stream_shows_the_text_while_the_agent_writes_it(
+    daemon: Daemon, model: FakeAnthropic
+) -> None:
+    model.queue(Reply.stall("The first part of the answer is here.\nAnd more", chunk=6))
+    stream = await client_of(daemon).chat.completions.create(
+        model="main", messages=[{"role": "user", "content": "go"}], stream=True, user="bo"
+    )
+    seen = ""
+    async for part in stream:  # the model has not finished: these come from the running turn
+        if part.choices and part.choices[0].delta.content:
+            seen += part.choices[0].delta.content
+        if "answer is here" in seen:
+            break
+    assert seen.startswith("The first part of the answer is here")
+    await stream.close()  # the caller goes away mid-answer: the run stops
+    key = SessionKey.dm("main", "api", token_tag(TOKEN), "bo")
+    await eventually(lambda: not daemon.gateway.is_busy(key), timeout=30)  # type: ignore[union-attr]
