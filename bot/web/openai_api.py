@@ -1,7 +1,7 @@
 """The OpenAI-compatible API (`api:`): `GET /v1/models`, `POST /v1/chat/completions`.
 
 Every request needs `Authorization: Bearer <one of api.tokens>` (compared in constant
-time; else 401 in OpenAI's error shape). `/v1/models` lists the agents by id; a completion
+time; else 401 in OpenAI's error shape; after 5 wrong ones in a minute an address gets 429). `/v1/models` lists the agents by id; a completion
 runs a turn of the agent its `model` names (unknown: 404 `model_not_found`), through the
 gateway like any turn (its lane, its tools, its persona; the caller sees the answer, not
 the tool calls), as a message from outside (the input guard reads it).
@@ -41,6 +41,7 @@ from agents.sanitize import is_silent, sanitize_output
 from bot.config.hub import ApiConfig
 from bot.sessions import SessionKey
 from bot.store.roles import History, Sessions
+from bot.web.auth import FailureLimit
 from bot.web.hub_ports import SystemTurns, TooLarge, read_body
 from bot.web.openai_shapes import (
     ApiError,
@@ -107,19 +108,24 @@ class OpenAIRoutes:
         self.store = store
         self.turns = turns
         self._busy: set[str] = set()
+        self.limit = FailureLimit()  # wrong tokens per client address, as the dashboard's
 
     def install(self, app: web.Application) -> None:
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/chat/completions", self.completions)
 
     def _token(self, request: web.Request) -> str:
+        address = request.remote or ""
+        if self.limit.retry_after(address):
+            raise ApiError(429, "too many wrong tokens; try again in a minute", code="rate_limited")
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
         given = given.strip()
         if scheme.lower() == "bearer" and given:
             for token in self.config.tokens:
                 if hmac.compare_digest(token.encode(), given.encode("utf-8", "replace")):
                     return token
-        log.warning("api: a request from %s without a valid token", request.remote)
+        self.limit.failed(address)
+        log.warning("api: a request from %s without a valid token", address)
         raise ApiError(401, "a valid API token is required", code="invalid_api_key")
 
     async def models(self, request: web.Request) -> web.StreamResponse:

@@ -124,6 +124,11 @@ async def test_a_wrong_token_is_401_and_an_unknown_model_404_in_openai_shape(
         )
     assert unknown.value.code == "model_not_found"
     assert model.requests == []  # nothing ran
+    for _ in range(3):  # five wrong tokens in a minute: the address waits, even with a good one
+        with pytest.raises(openai.AuthenticationError):
+            await client_of(daemon, "still-not-the-token-xyz").models.list()
+    with pytest.raises(openai.RateLimitError):
+        await client_of(daemon).models.list()
 
 
 async def test_a_session_per_user_keeps_history_and_a_cancelled_request_stops_its_run(
