@@ -1,8 +1,10 @@
 """A webhook's delivery id is kept in the store: the same delivery runs once across a
-restart of the daemon, on SQLite and on PostgreSQL (where several instances share it)."""
+restart of the daemon, on SQLite and on PostgreSQL, and sent to two instances sharing a
+PostgreSQL store at once it runs on one."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,8 +16,8 @@ import pytest
 from bot.daemon import Daemon
 from bot.web.hook_checks import sign
 from tests.fakes.anthropic import FakeAnthropic
-from tests.harness import make_config
-from tests.store_backends import Backend
+from tests.harness import make_config, running_daemon
+from tests.store_backends import NO_POSTGRES, Backend, PostgresServer, drop_database, new_database
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -74,3 +76,39 @@ async def test_a_delivery_id_runs_once_across_a_restart(
     finally:
         await second.stop()
     assert len(model.requests) == 2
+
+
+@pytest.fixture
+async def pg_url(postgres_server: PostgresServer | None) -> AsyncIterator[str]:
+    if postgres_server is None:
+        pytest.skip(NO_POSTGRES)
+    url = await new_database(postgres_server)
+    try:
+        yield url
+    finally:
+        await drop_database(postgres_server, url)
+
+
+async def test_a_delivery_sent_to_two_instances_at_once_runs_once(
+    tmp_path: Path, model: FakeAnthropic, pg_url: str
+) -> None:
+    settings = {
+        "store.url": pg_url,
+        "web": {"enabled": False, "listen": "127.0.0.1:0"},
+        "hooks": {
+            "enabled": True,
+            "endpoints": {"github": {"secret": SECRET, "signature": "github"}},
+        },
+    }
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+    async with (
+        running_daemon(tmp_path / "one", model, {}, settings) as one,
+        running_daemon(tmp_path / "two", model, {}, settings) as two,
+    ):
+        answers = await asyncio.gather(deliver(one, "same-1"), deliver(two, "same-1"))
+        assert sorted(status for status, _ in answers) == [200, 202]
+        await model.wait_requests(1, timeout=60)
+        for daemon in (one, two):
+            await daemon.gateway.wait_idle()  # type: ignore[union-attr]
+    assert len(model.requests) == 1
