@@ -7,24 +7,27 @@ scheduler (built after the gateway) waits on; sub-agent results wait in the anno
 queue, which the gateway takes from; `/stop` from other instances is published by
 `StopRequests` and applied by the cluster's listener. The telemetry (metrics and traces,
 `bot/observe/`) comes first: the model router, the loop, turns and sends report to it. The
-dashboard (`bot/web/`, when `web.enabled`) comes last: it reads what the others report and
-changes things through the same `LiveDaemon` as the control socket. The daemon
-(`bot/daemon.py`) opens the store and the channels' adapters, calls `build`, then starts the
-parts `Parts` holds.
+dashboard (`bot/web/`, when `web.enabled`, or for webhooks and the API alone) comes last: it
+reads what the others report and changes things through the same `LiveDaemon` as the control
+socket. The daemon (`bot/daemon.py`) opens the store and the channels' adapters, calls
+`build`, then starts the parts `Parts` holds.
 
-`build` is made of named parts: `build_brain` (model router, loop, skills, index),
-`build_belt` (the tools and the prompt), `turn_runner`. The wings that drive the hub (cron,
-the heartbeat, the control socket) get it as the kernel's ports (`bot/kernel/ports.py`),
-never the Gateway itself. Commands that need part of the daemon without one running take a
-smaller build of the same parts: `build_chat` (`perch chat`) and `build_prompt` (`perch
-doctor`'s prompt measure).
+`build` is made of named parts. `build_shared` makes what every agent uses (the chats' media,
+the cron book, the MCP servers, the messenger, the announcer, the browser). Per agent
+(`agent:` is `main`, `agents:` the others, each seen through `config.for_agent(id)`):
+`build_brain` (model router, loop, skills, its view of the search index), `build_belt` (its
+tools, prompt and sub-agents), and `build_agent` (those with its compaction, upkeep and
+`TurnRunner`); main's runner hands a session of another agent to that agent's runner. The
+wings that drive the hub (cron, the heartbeat, the control socket) get it as the kernel's
+ports (`bot/kernel/ports.py`), never the Gateway itself. Commands that need part of the daemon
+without one running take a smaller build of the same parts: `build_chat` (`perch chat`) and
+`build_prompt` (`perch doctor`'s prompt measure).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from agents.cache_policy import CachePolicy
 from agents.compaction import CompactionPolicy, Compactor
@@ -32,11 +35,8 @@ from agents.loop import AgentLoop
 from agents.observer import NO_OBSERVER, RunObserver
 from agents.pricing import context_window
 from agents.prompt import PromptBuilder
-from agents.providers.router import ModelRouter
-from agents.skills.catalog import SkillCatalog
 from agents.subagents import SubagentRunner
 from agents.tools.base import ToolRegistry
-from agents.tools.browser_pool import BrowserPool
 from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
 from bot.cluster.instances import InstanceBeacon
@@ -48,6 +48,8 @@ from bot.config.schema import Config
 from bot.cron.book import JobBook
 from bot.cron.heartbeat import Heartbeat
 from bot.cron.scheduler import Scheduler, cron_poll_every
+from bot.fleet.cron_scope import AgentJobBook
+from bot.fleet.search_scope import AgentSearch
 from bot.hub.access import AccessControl
 from bot.hub.gateway import Gateway
 from bot.hub.model_choice import ModelChoices
@@ -63,6 +65,7 @@ from bot.media.chat import ChatMedia
 from bot.observe.server import MetricsServer
 from bot.observe.telemetry import OFF, Telemetry, build_telemetry
 from bot.operator.control_server import ControlServer, DaemonControl
+from bot.parts import AgentParts, Belt, Brain, ChatTurn, Parts, Shared
 from bot.process.status import DaemonStatus, StatusSource
 from bot.recall.index import SearchIndex
 from bot.recall.turn_recall import TurnRecall
@@ -72,87 +75,44 @@ from bot.tools.belt import browser_pool, build_tools
 from bot.tools.mcp import McpHost
 from bot.tools.messages import ChatMessenger
 from bot.tools.skills import skill_catalog
-from bot.web.server import DashboardAddress, WebServer
+from bot.web.hooks import HookRoutes
+from bot.web.openai_api import OpenAIRoutes
+from bot.web.server import DashboardAddress, Routes, WebServer
 from channels.base import Channel
 
 # What the memory flush before a compaction may use.
 FLUSH_TOOLS = ["memory_append", "write_file", "read_file"]
 
 
-@dataclass(frozen=True, slots=True)
-class Parts:
-    """The built daemon: what it starts, serves and stops."""
-
-    client: ModelRouter
-    tools: ToolRegistry
-    mcp: McpHost
-    budget: Budget
-    subagents: SubagentRunner
-    announcer: LaneAnnouncer
-    upkeep: SessionUpkeep
-    gateway: Gateway
-    recovery: InboxRecovery
-    cron: JobBook
-    scheduler: Scheduler
-    cluster: Cluster
-    status: DaemonStatus
-    beacon: InstanceBeacon
-    control: ControlServer
-    telemetry: Telemetry
-    metrics: MetricsServer | None  # GET /metrics, when metrics.enabled
-    web: WebServer | None  # the dashboard, when web.enabled
-    index: SearchIndex  # memory notes, conversations and skills, searched by recall and tools
-    browser: BrowserPool | None = None  # agent.browser, when enabled
-
-
-@dataclass(frozen=True, slots=True)
-class Brain:
-    """What every turn thinks with: the model client, the agent loop, the skills and the
-    search index (and whose DMs see the memory files)."""
-
-    client: ModelRouter
-    loop: AgentLoop
-    skills: SkillCatalog
-    owners: Owners
-    index: SearchIndex
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
-        await self.index.aclose()
-
-
-@dataclass(frozen=True, slots=True)
-class Belt:
-    """The daemon's tools and the prompt that lists them, with the parts they write through."""
-
-    media: ChatMedia
-    cron: JobBook
-    mcp: McpHost
-    browser: BrowserPool | None  # agent.browser, started on first use
-    announcer: LaneAnnouncer
-    subagents: SubagentRunner
-    tools: ToolRegistry  # the base tools and `spawn`
-    prompts: PromptBuilder
-
-
-@dataclass(frozen=True, slots=True)
-class ChatTurn:
-    """The smaller build `perch chat` runs one turn on when no daemon runs: no channels, so no
-    `message`, `cron` or `spawn` tools; the turn is saved like any other."""
-
-    brain: Brain
-    budget: Budget
-    runner: TurnRunner
+def build_shared(config: Config, store: Store, outbox: Outbox, telemetry: Telemetry) -> Shared:
+    """What every agent shares: the chats' media, the cron book, MCP servers, the messenger,
+    the announcer of sub-agent results, the browser."""
+    return Shared(
+        outbox,
+        telemetry,
+        ChatMedia(config, outbox.channels, telemetry),
+        JobBook(config, store),
+        McpHost(config, telemetry.mcp_headers),
+        ChatMessenger(config, store, outbox),
+        LaneAnnouncer(),
+        browser_pool(config),
+        config.agent.id,
+        several=bool(config.agents),
+    )
 
 
 def build_brain(
     config: Config,
     store: Store,
-    channels: Mapping[str, Channel],
+    owners: Owners,
     observer: RunObserver = NO_OBSERVER,
     *,
     clock: Callable[[], float] = time.time,
+    main: bool = True,
+    several: bool = False,
 ) -> Brain:
+    """The brain of the agent `config.agent` describes; its index sees only its own part of
+    the store (`AgentSearch`) when there are several agents."""
     agent = config.agent
     client = build_router(config, observer)
     loop = AgentLoop(
@@ -164,8 +124,8 @@ def build_brain(
         observer=observer,
     )
     skills = skill_catalog(config)  # read by the prompt, read_skill and exec alike
-    owners = owner_ids(config, channels)  # whose DMs see the memory files
-    index = SearchIndex.from_config(config, store, skills, owners, clock=clock)
+    searched = AgentSearch(store, agent.id, main=main, alone=not several)
+    index = SearchIndex.from_config(config, searched, skills, owners, clock=clock)
     return Brain(client, loop, skills, owners, index)
 
 
@@ -173,35 +133,33 @@ def build_belt(
     config: Config,
     store: Store,
     brain: Brain,
-    outbox: Outbox,
-    telemetry: Telemetry,
+    shared: Shared,
     gate: Callable[[], Awaitable[str]] | None = None,
     *,
     clock: Callable[[], float] = time.time,
 ) -> Belt:
-    """The tools: the workspace's, chats', cron's and the MCP servers' (started lazily); then
-    `spawn`. `gate` says why nothing may be spent now (the daily budget), or ""."""
+    """An agent's tools: the workspace's, chats', its own cron jobs', the MCP servers'
+    (started lazily), the browser; then `spawn`. `gate` says why nothing may be spent now
+    (the daily budget), or ""."""
     agent = config.agent
-    media = ChatMedia(config, outbox.channels, telemetry)
-    cron = JobBook(config, store)
-    mcp = McpHost(config, telemetry.mcp_headers)
-    browser = browser_pool(config)
-    messenger = ChatMessenger(config, store, outbox)
     base_tools = build_tools(
         config,
-        [MessageTool(messenger), CronTool(cron), *media.tools()],
-        mcp.providers(),
+        [
+            MessageTool(shared.messenger),
+            CronTool(AgentJobBook(shared.cron, agent.id, shared.main_id)),
+            *shared.media.tools(),
+        ],
+        shared.mcp.providers(),
         brain.skills,
         brain.index,
-        browser,
+        shared.browser,
     )
     prompts = prompt_builder(config, brain, base_tools, clock)
-    announcer = LaneAnnouncer()
     subagents = SubagentRunner(
         brain.loop,
         prompts,
         ChildSessions(store, brain.index),
-        announcer,
+        shared.announcer,
         tools=base_tools,
         agent_id=agent.id,
         limits=subagent_limits(config),
@@ -209,7 +167,7 @@ def build_belt(
         model=agent.subagents.model,
         gate=gate,
     )
-    return Belt(media, cron, mcp, browser, announcer, subagents, subagents.tools, prompts)
+    return Belt(subagents, subagents.tools, prompts)
 
 
 def prompt_builder(
@@ -233,8 +191,10 @@ def turn_runner(
     after_run: Sequence[SessionListener] = (),
     telemetry: Telemetry = OFF,
     cache: CachePolicy | None = None,
+    agents: Mapping[str, TurnRunner] | None = None,
 ) -> TurnRunner:
-    """The turns on `brain`, each recalling first what the index holds about its message."""
+    """The turns on `brain`, each recalling first what the index holds about its message;
+    `agents` are the other agents' runners, which take their own sessions."""
     agent = config.agent
     return TurnRunner(
         config,
@@ -250,12 +210,65 @@ def turn_runner(
         cache=cache,
         recall=TurnRecall(agent.recall, brain.index, brain.owners, agent.timezone, brain.skills),
         index=brain.index,
+        agents=agents,
     )
 
 
-def build_chat(config: Config, store: Store) -> ChatTurn:
-    """`perch chat` without a daemon: the daemon's brain and workspace tools, no channels."""
-    brain = build_brain(config, store, {})
+def build_agent(
+    config: Config,
+    store: Store,
+    shared: Shared,
+    owners: Owners,
+    budget: Budget,
+    *,
+    clock: Callable[[], float] = time.time,
+    main: bool = True,
+    agents: Mapping[str, TurnRunner] | None = None,
+) -> AgentParts:
+    """The agent `config.agent` describes: brain, belt, compaction, upkeep and turns."""
+    agent, telemetry = config.agent, shared.telemetry
+    brain = build_brain(
+        config, store, owners, telemetry.observer, clock=clock, main=main, several=shared.several
+    )
+    gate = budget.notice if budget.enabled else None
+    belt = build_belt(config, store, brain, shared, gate, clock=clock)
+    models = ModelChoices(store, config)
+    window = agent.context_window or context_window(agent.model)
+    compaction = agent.compaction
+    compactor = Compactor(
+        brain.loop,
+        brain.client,
+        agent.model,
+        CompactionPolicy(
+            compaction.max_messages, compaction.context_ratio, compaction.keep_last, window
+        ),
+        FLUSH_TOOLS,
+    )
+    cache = CachePolicy(agent.cache.ttl, clock=clock)  # the prompt cache's life per session
+    upkeep = SessionUpkeep(
+        config, store, compactor, belt.prompts, models, tools=belt.tools, cache=cache
+    )
+    runner = turn_runner(
+        config,
+        store,
+        brain,
+        belt.prompts,
+        belt.tools,
+        shared.outbox.channels,
+        media=shared.media,
+        models=models,
+        after_run=[upkeep.after_run, *([budget.after_run] if budget.enabled else [])],
+        telemetry=telemetry,
+        cache=cache,
+        agents=agents,
+    )
+    return AgentParts(agent.id, brain, belt, models, upkeep, runner, window)
+
+
+def build_chat(config: Config, store: Store, *, main: bool = True) -> ChatTurn:
+    """`perch chat` without a daemon: the agent's brain and workspace tools, no channels
+    (`main`: the agent is `agent:`, not one of `agents:`)."""
+    brain = build_brain(config, store, {}, main=main, several=bool(config.agents))
     tools = build_tools(config, skills=brain.skills, index=brain.index)
     runner = turn_runner(config, store, brain, prompt_builder(config, brain, tools), tools, {})
     return ChatTurn(brain, Budget(config.agent.budget, store), runner)
@@ -265,7 +278,7 @@ def build_prompt(config: Config, store: Store) -> tuple[Brain, Belt]:
     """`perch doctor`'s prompt measure: the daemon's brain and tool belt without channels
     (MCP servers are not started, so their tools are not counted)."""
     brain = build_brain(config, store, {})
-    return brain, build_belt(config, store, brain, Outbox({}), OFF)
+    return brain, build_belt(config, store, brain, build_shared(config, store, Outbox({}), OFF))
 
 
 def build(
@@ -281,63 +294,44 @@ def build(
     a conversation at its own pace with it)."""
     agent = config.agent
     telemetry = build_telemetry(config, instance_id)
-    brain = build_brain(config, store, channels, telemetry.observer, clock=clock)
-    client, loop, index = brain.client, brain.loop, brain.index
-    models = ModelChoices(store, config)
+    owners = owner_ids(config, channels)  # whose DMs see the memory files
     owner = OwnerLine(config, channels, telemetry)
     budget = Budget(agent.budget, store, owner.tell)
     gate = budget.notice if budget.enabled else None
     outbox = Outbox(channels, telemetry)  # the one road out to a chat, each send counted
-    belt = build_belt(config, store, brain, outbox, telemetry, gate, clock=clock)
-    media, cron, mcp, tools, prompts = belt.media, belt.cron, belt.mcp, belt.tools, belt.prompts
-    announcer, subagents = belt.announcer, belt.subagents
+    shared = build_shared(config, store, outbox, telemetry)
 
-    # A turn, the upkeep after it, and the gateway that admits it.
-    window = agent.context_window or context_window(agent.model)
-    compaction = agent.compaction
-    compactor = Compactor(
-        loop,
-        client,
-        agent.model,
-        CompactionPolicy(
-            compaction.max_messages, compaction.context_ratio, compaction.keep_last, window
-        ),
-        FLUSH_TOOLS,
+    # Each agent's parts: the others first, main's runner takes their sessions.
+    others = tuple(
+        build_agent(config.for_agent(e.id), store, shared, owners, budget, clock=clock, main=False)
+        for e in config.agents
     )
-    cache = CachePolicy(agent.cache.ttl, clock=clock)  # the prompt cache's life per session
-    upkeep = SessionUpkeep(config, store, compactor, prompts, models, tools=tools, cache=cache)
-    runner = turn_runner(
-        config,
-        store,
-        brain,
-        prompts,
-        tools,
-        channels,
-        media=media,
-        models=models,
-        after_run=[upkeep.after_run, *([budget.after_run] if budget.enabled else [])],
-        telemetry=telemetry,
-        cache=cache,
-    )
+    main = build_agent(
+        config, store, shared, owners, budget, clock=clock,
+        agents={other.agent_id: other.runner for other in others},
+    )  # fmt: skip
+    by_agent = {a.agent_id: a for a in (main, *others)}  # /compact with the session's own
     access = AccessControl(
         store, policies(config, list(config.channels.all())), owner.pairing_request
     )
     gateway = Gateway(
         config,
         store,
-        runner,
+        main.runner,
         channels,
         access,
-        models,
+        main.models,
         budget=budget,
         remote=StopRequests(store) if store.shared else None,
-        compactor=upkeep.compact_now,
-        cancel_children=subagents.cancel_children_of,
-        announcements=announcer,
-        media=media,
+        compactor=lambda key: by_agent.get(key.agent, main).upkeep.compact_now(key),
+        cancel_children=lambda key: sum(  # each agent's sub-agents of the session
+            a.belt.subagents.cancel_children_of(key) for a in (main, *others)
+        ),
+        announcements=shared.announcer,
+        media=shared.media,
         telemetry=telemetry,
-        window=window,
-        on_new=[belt.browser.forget] if belt.browser is not None else (),
+        window=main.window,
+        on_new=[shared.browser.forget] if shared.browser is not None else (),
     )
     recovery = InboxRecovery(config, store, gateway)
 
@@ -349,11 +343,14 @@ def build(
         store,
         gateway,
         outbox,
-        cron,
+        shared.cron,
         heartbeat,
         telemetry=telemetry,
         budget_gate=gate,
         poll_every=cron_poll_every(store),
+        more_heartbeats=[  # each further agent's own HEARTBEAT.md, in its own session
+            Heartbeat(config.for_agent(e.id), gateway, outbox, store) for e in config.agents
+        ],
     )
     cluster = Cluster(store, channels, config.channels, gateway, recovery)
     metrics = None
@@ -361,10 +358,13 @@ def build(
         metrics = MetricsServer(
             config.metrics, telemetry.metrics, channels, cluster, gateway, store, budget
         )
-    reporting: list[StatusSource] = [gateway, scheduler, mcp, telemetry]
+    reporting: list[StatusSource] = [gateway, scheduler, shared.mcp, telemetry]
     reporting += [metrics] if metrics is not None else []
     # The dashboard's address is made first: the status reports it, the server binds it.
-    address = DashboardAddress(config.web.listen) if config.web.enabled else None
+    # The server also runs for webhooks or the API alone (bot/web/hooks.py, openai_api.py).
+    routes = web_routes(config, store, gateway, channels)
+    serving = config.web.enabled or bool(routes)
+    address = DashboardAddress(config.web.listen, dashboard=config.web.enabled) if serving else None
     reporting += [address] if address is not None else []
     status = DaemonStatus(config, channels, cluster, reporting)
     beacon = InstanceBeacon(store, status.snapshot, instance_id)
@@ -374,18 +374,21 @@ def build(
     control = ControlServer(socket_path(config), config, store, live)
     web = None
     if address is not None:
-        web = WebServer(address, config, store, live, brain.skills, instance_id)
+        web = WebServer(
+            address, config, store, live, main.brain.skills, instance_id,
+            dashboard=config.web.enabled, routes=routes,
+        )  # fmt: skip
     return Parts(
-        client=client,
-        tools=tools,
-        mcp=mcp,
+        client=main.brain.client,
+        tools=main.belt.tools,
+        mcp=shared.mcp,
         budget=budget,
-        subagents=subagents,
-        announcer=announcer,
-        upkeep=upkeep,
+        subagents=main.belt.subagents,
+        announcer=shared.announcer,
+        upkeep=main.upkeep,
         gateway=gateway,
         recovery=recovery,
-        cron=cron,
+        cron=shared.cron,
         scheduler=scheduler,
         cluster=cluster,
         status=status,
@@ -394,6 +397,19 @@ def build(
         telemetry=telemetry,
         metrics=metrics,
         web=web,
-        index=index,
-        browser=belt.browser,
+        index=main.index,
+        browser=shared.browser,
+        agents=others,
     )
+
+
+def web_routes(
+    config: Config, store: Store, gateway: Gateway, channels: Mapping[str, Channel]
+) -> list[Routes]:
+    """The handlers served beside the dashboard: webhooks (`hooks:`), the API (`api:`)."""
+    routes: list[Routes] = []
+    if config.hooks.enabled:
+        routes.append(HookRoutes(config.hooks, store, gateway, channels))
+    if config.api.enabled:
+        routes.append(OpenAIRoutes(config.api, config.agent_ids(), store, gateway))
+    return routes

@@ -117,9 +117,11 @@ class Daemon:
         except StoreAlreadyRunning as exc:
             raise AlreadyRunning(str(exc)) from None
         self._step = "building the daemon"
-        copied = seed_workspace(config.workspace)
-        if copied:
-            log.info("workspace %s seeded with %s", config.workspace, ", ".join(copied))
+        for agent_id in config.agent_ids():  # each agent's own workspace (`agents:`)
+            workspace = config.for_agent(agent_id).workspace
+            copied = seed_workspace(workspace)
+            if copied:
+                log.info("workspace %s seeded with %s", workspace, ", ".join(copied))
         self.channels = (
             self._given_channels
             if self._given_channels is not None
@@ -165,6 +167,8 @@ class Daemon:
         and the stored conversations if they were never indexed (an older store)."""
         await parts.index.refresh()
         await parts.index.ensure_built()
+        for brain in parts.agents:  # the other agents' memory files and skills
+            await brain.index.refresh()
 
     def request_stop(self) -> None:
         self.stopping.set()
@@ -254,6 +258,7 @@ class Daemon:
                 ("channels", parts.cluster.close),
                 ("model client", parts.client.aclose),
                 ("search index", parts.index.aclose),  # its embeddings' client
+                *((f"agent {b.agent_id}", b.aclose) for b in parts.agents),
                 ("telemetry", parts.telemetry.aclose),  # the last spans, within a bound
                 ("instance row", parts.beacon.gone),
             ]

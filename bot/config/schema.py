@@ -14,9 +14,17 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from bot.config.agent import AgentConfig, Duration, StrictModel, check_timezone
+from bot.config.hub import (
+    ApiConfig,
+    BindingConfig,
+    HooksConfig,
+    check_hub,
+    hub_secrets,
+    merge_agents,
+)
 from bot.config.mcp import McpConfig, mcp_secrets
 from bot.config.media import MediaConfig
 from bot.config.observe import MetricsConfig, TracingConfig, observe_secrets
@@ -139,6 +147,10 @@ class Config(StrictModel):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     tracing: TracingConfig = Field(default_factory=TracingConfig)
     web: WebConfig = Field(default_factory=WebConfig)
+    agents: list[AgentConfig] = Field(default_factory=list)  # beside `agent:` (main)
+    bindings: list[BindingConfig] = Field(default_factory=list)
+    hooks: HooksConfig = Field(default_factory=HooksConfig)
+    api: ApiConfig = Field(default_factory=ApiConfig)
 
     # Where the file was read from; relative paths in it are resolved against its folder.
     source: Path | None = Field(None, exclude=True)
@@ -151,6 +163,36 @@ class Config(StrictModel):
     secret_files: list[Path] = Field(default_factory=list, exclude=True)
     found_secrets: list[str] = Field(default_factory=list, exclude=True)
     credentials_dir: Path | None = Field(None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_agents(cls, data: object) -> object:
+        return merge_agents(data)  # `agents:` entries take what they leave out from `agent:`
+
+    @model_validator(mode="after")
+    def _hub(self) -> Config:
+        check_hub(self.agent.id, (a.id for a in self.agents), self.bindings, self.hooks.endpoints)
+        places = [self.resolve(a.workspace) for a in (self.agent, *self.agents)]
+        shared = sorted({str(p) for p in places if places.count(p) > 1})
+        if shared:
+            raise ValueError(
+                f"agents: two agents share the workspace {shared[0]}; give each its own"
+            )
+        return self
+
+    def agent_ids(self) -> list[str]:
+        """`main` (the `agent:` section's id) first, then `agents:` in order."""
+        return [self.agent.id, *(a.id for a in self.agents)]
+
+    def for_agent(self, agent_id: str) -> Config:
+        """This config as agent `agent_id` sees it: its section in place of `agent:`.
+        Raises KeyError for an unknown id."""
+        if agent_id == self.agent.id:
+            return self
+        for entry in self.agents:
+            if entry.id == agent_id:
+                return self.model_copy(update={"agent": entry})
+        raise KeyError(agent_id)
 
     @field_validator("channels", mode="wrap")
     @classmethod
@@ -174,9 +216,10 @@ class Config(StrictModel):
             *(provider.api_key for _, provider in self.providers.items()),
             *secrets(self.channels),
             *mcp_secrets(self.mcp),
-            self.agent.web_search.api_key,
+            *(a.web_search.api_key for a in (self.agent, *self.agents)),
             *observe_secrets(self.metrics, self.tracing),
             self.web.token or "",
+            *hub_secrets(self.hooks, self.api),
             *self.found_secrets,  # whatever key holds them, and every secret file's content
         ]
         return [value for value in found if value and not is_reference(value)]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from bot.config.schema import Config
 from bot.cron.heartbeat import TargetError, resolve_target
 from bot.cron.jobs import CronJob, RunStatus, describe_chat
+from bot.fleet.cron_scope import agent_of_creator
 from bot.kernel.delivery import DeliveryError, clean_reply
 from bot.kernel.ports import Outbox, SystemTurns
 from bot.kernel.sessions import SessionKey
@@ -89,12 +90,16 @@ class JobRunner:
         if job.session_mode == "chat":
             if chat is None:
                 return RunOutcome("error", "a chat-session job needs a chat; deliver_to is none")
-            return await self._run_in_chat(chat, text)
+            return await self._run_in_chat(chat, text, self._agent(job))
         return await self._run_isolated(job, chat, text)
 
-    async def _run_in_chat(self, chat: ChatRef, text: str) -> RunOutcome:
+    def _agent(self, job: CronJob) -> str:
+        """The agent the job runs as: the one that made it (`bot/fleet/cron_scope.py`)."""
+        return agent_of_creator(job.created_by, self.config.agent.id)
+
+    async def _run_in_chat(self, chat: ChatRef, text: str, agent: str) -> RunOutcome:
         turns = self.turns
-        key = SessionKey.for_chat(self.config.agent.id, chat)
+        key = SessionKey.for_chat(agent, chat)
         busy = turns.is_busy(key)
         outcome = await turns.run_system_turn(key, text, chat=chat, when_busy="queue", mode="full")
         if outcome is None:
@@ -118,7 +123,7 @@ class JobRunner:
 
     async def _run_isolated(self, job: CronJob, chat: ChatRef | None, text: str) -> RunOutcome:
         turns = self.turns
-        key = SessionKey.cron(self.config.agent.id, job.id)
+        key = SessionKey.cron(self._agent(job), job.id)
         if turns.is_busy(key):
             return RunOutcome("skipped", "the previous run is still going", transient=True)
         await self.store.reset_session(str(key))  # every run starts fresh

@@ -82,12 +82,18 @@ class Scheduler:
         retry_delays: Sequence[float] = RETRY_DELAYS,
         grace: float = MISSED_GRACE,
         poll_every: float = POLL_EVERY,
+        more_heartbeats: Sequence[Heartbeat] = (),  # the other agents' (`agents:`)
     ) -> None:
         self.config = config
         self.store = store
         self.telemetry = telemetry
         self.book = book
         self.heartbeat = heartbeat
+        # Every agent's heartbeat, main's first: each reads its own workspace's HEARTBEAT.md.
+        self.heartbeats: tuple[Heartbeat, ...] = (
+            *((heartbeat,) if heartbeat is not None else ()),
+            *more_heartbeats,
+        )
         self.jobs = CronJobs(store)
         self.clock = clock
         self.retry_delays = tuple(retry_delays)
@@ -295,7 +301,8 @@ class Scheduler:
         if not await once.take(self.store, "heartbeat", slot):
             return
         try:
-            await self.heartbeat.tick()
+            for beat in self.heartbeats:  # one agent's beat never stops the next (tick: no raise)
+                await beat.tick()
         finally:
             await once.finish(self.store, "heartbeat", slot)
 

@@ -205,7 +205,7 @@ class Commands:
         today = await self._store.usage_since(day_start)
         current = await self.models.current(str(key))
         chosen = " (chosen with /model)" if await self.models.chosen(str(key)) else ""
-        lines = [f"Model: {current}{chosen}"]
+        lines = [f"Agent: {key.agent}", f"Model: {current}{chosen}"]
         if session is not None and session.model and session.model != current:
             lines.append(f"Last answer from: {session.model} (fallback)")
         if session is not None:

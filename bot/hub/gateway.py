@@ -20,9 +20,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, S
 from typing import Any, Literal, Protocol
 
 from agents.cancel import Cancelled
+from agents.loop import EventSink
 from agents.prompt import PromptMode
 from bot.cluster.slots import SessionSlots
 from bot.config.schema import Config
+from bot.fleet.bindings import agent_for
 from bot.hub.access import AccessControl, Verdict
 from bot.hub.commands import (
     BudgetGuard,
@@ -123,7 +125,7 @@ class Gateway:
 
     async def on_message(self, inbound: Inbound) -> None:
         inbound = well_formed(inbound)
-        key = SessionKey.for_chat(self.config.agent.id, inbound.chat)
+        key = SessionKey.for_chat(self.agent_for(inbound.chat), inbound.chat)
         chat, payload = inbound.chat, inbound_to_payload(inbound)
         inbox_id = await self.store.inbox_add(
             chat.channel, chat.account, chat.chat_id, inbound.message_id, payload, str(key)
@@ -136,6 +138,10 @@ class Gateway:
             log.info("shutting down: %s kept for the next start", where(inbound))
             return
         await self.process(inbound, key, inbox_id)
+
+    def agent_for(self, chat: ChatRef) -> str:
+        """The agent that answers in `chat` (`bindings:`, bot/fleet/bindings.py)."""
+        return agent_for(self.config.bindings, self.config.agent.id, chat)
 
     async def process(self, inbound: Inbound, key: SessionKey, inbox_id: int | None) -> None:
         """Access, commands, lanes for a message already in the inbox (row `inbox_id`)."""
@@ -209,11 +215,15 @@ class Gateway:
         when_busy: Literal["skip", "queue"] = "skip",
         mode: PromptMode = "full",
         system: bool = True,
+        run_id: str | None = None,
+        watch: EventSink | None = None,
     ) -> TurnOutcome | None:
         """Run a turn the daemon starts itself (heartbeat, cron, sub-agent result) in the
         session's lane, so `/stop` reaches it and a DM never runs two turns at once. With
         `chat` the reply is delivered there; without, the caller gets the outcome. A busy
-        session makes it return None at once (`skip`) or wait in the queue (`queue`)."""
+        session makes it return None at once (`skip`) or wait in the queue (`queue`). `run_id`
+        names the run when it starts at once (a webhook's answer gave it already); `watch`
+        is told of its progress (text as it is written) when it starts at once."""
         if not self.accepting:
             return None
         inbound = Inbound(
@@ -231,7 +241,8 @@ class Gateway:
             else:
                 self.lanes.forget_if_idle(lane)
             return None
-        turn = Turn([pending])
+        turn = Turn([pending], watch=watch)
+        turn.run_id = run_id or turn.run_id
         lane.active.append(turn)
         self._idle.clear()
         return await self._run(key, lane, turn, mode)

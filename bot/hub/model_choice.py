@@ -53,22 +53,32 @@ class ModelChoices:
             self._cache.popitem(last=False)
 
     async def current(self, session_key: str) -> str:
-        return await self.chosen(session_key) or self.default
+        return await self.chosen(session_key) or self.default_for(session_key)
+
+    def default_for(self, session_key: str) -> str:
+        """The configured model of the agent the session belongs to (`agents:`)."""
+        agent = session_key.split(":", 2)[1] if session_key.startswith("agent:") else ""
+        try:
+            config = self._config.for_agent(agent)
+        except KeyError:
+            return self.default
+        return display_model(config, config.agent.model)
 
     async def command(self, session_key: str, argument: str) -> str:
         wanted = argument.strip()
+        default = self.default_for(session_key)  # the session's agent's model
         if not wanted:
             return await self._listing(session_key)
         if wanted.lower() == "default":
             await self._set(session_key, "")
-            return f"Back to the configured model: {self.default}."
+            return f"Back to the configured model: {default}."
         problem = self._problem(wanted)
         if problem is not None:
             return problem
         shown = display_model(self._config, wanted)
-        await self._set(session_key, "" if shown == self.default else shown)
+        await self._set(session_key, "" if shown == default else shown)
         note = "" if shown in offered_models(self._config) else " (not in the configured list)"
-        return f"This chat now uses {shown}{note}. /model default goes back to {self.default}."
+        return f"This chat now uses {shown}{note}. /model default goes back to {default}."
 
     def _problem(self, wanted: str) -> str | None:
         parsed = parse_model_name(wanted, self._config.providers.root)
@@ -90,13 +100,16 @@ class ModelChoices:
 
     async def _listing(self, session_key: str) -> str:
         current = await self.current(session_key)
+        default = self.default_for(session_key)
         models = offered_models(self._config)
+        if default not in models:
+            models.insert(0, default)
         if current not in models:
             models.append(current)
         lines = ["Models (* = this chat):"]
         for model in models:
             mark = "*" if model == current else " "
-            suffix = " (default)" if model == self.default else ""
+            suffix = " (default)" if model == default else ""
             lines.append(f"{mark} {model}{suffix}")
         lines.append(USAGE)
         return "\n".join(lines)

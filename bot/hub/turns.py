@@ -87,6 +87,7 @@ class TurnRunner:
         cache: CachePolicy | None = None,  # the prompt cache's life per session
         recall: TurnRecall | None = None,  # what the index holds about each new message
         index: SearchIndex | None = None,  # told of each saved run
+        agents: Mapping[str, TurnRunner] | None = None,  # the other agents' runners, by id
     ) -> None:
         self.config = config
         self.store = store
@@ -103,11 +104,16 @@ class TurnRunner:
         self.cache = cache or CachePolicy(config.agent.cache.ttl)
         self.recall = recall
         self.index = index
+        self.agents: Mapping[str, TurnRunner] = agents or {}
 
     async def run(
         self, key: SessionKey, turn: Turn, chat: ChatRef | None, mode: PromptMode = "full"
     ) -> TurnOutcome:
-        """Run `turn`; with `chat`, stream to it and deliver there, else only return."""
+        """Run `turn`; with `chat`, stream to it and deliver there, else only return. A
+        session of another agent (`agents:`) runs in that agent's runner."""
+        other = self.agents.get(key.agent) if key.agent != self.config.agent.id else None
+        if other is not None:
+            return await other.run(key, turn, chat, mode)
         return await self._observed(key, turn, chat, self._run(key, turn, chat, mode))
 
     async def _run(
@@ -221,7 +227,7 @@ class TurnRunner:
                 reply = TurnReply(channel, chat, self.telemetry, after)
                 stack.callback(reply.close)
             try:
-                result = await self.loop.run(request, reply.on_event if reply else None)
+                result = await self.loop.run(request, reply.on_event if reply else turn.watch)
             finally:
                 self.cache.ended(str(key))
                 turn.release_slot()  # the model work is over: the next turn may start it

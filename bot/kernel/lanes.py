@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agents.cancel import CancelToken
-from agents.loop import SteerInbox
+from agents.loop import EventSink, SteerInbox
 from agents.model import text_block
 from channels.base import ChatRef, Inbound
 
@@ -57,6 +57,8 @@ class Turn:
     # work that follows it (indexing, compaction), so an instance that dies after answering
     # leaves nothing for another to answer again. Set by the gateway.
     answered: Callable[[], Awaitable[None]] = field(default=lambda: _nothing())
+    # Told of the run's progress when no chat is (the OpenAI-compatible API's stream).
+    watch: EventSink | None = None
 
     def steer_with(self, text: str) -> None:
         """Hand a message that came in while it runs to the turn's next model call."""

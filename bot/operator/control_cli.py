@@ -21,7 +21,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    return run_command(args, "sessions", {"limit": args.limit, "all": args.all})
+    return run_command(
+        args, "sessions", {"limit": args.limit, "all": args.all, "agent": args.agent}
+    )
 
 
 def cmd_pairing(args: argparse.Namespace) -> int:
@@ -40,7 +42,7 @@ def cmd_pairing(args: argparse.Namespace) -> int:
 
 
 def cmd_usage(args: argparse.Namespace) -> int:
-    return run_command(args, "usage", {"days": args.days, "json": args.json})
+    return run_command(args, "usage", {"days": args.days, "json": args.json, "agent": args.agent})
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -52,14 +54,18 @@ def cmd_chat(args: argparse.Namespace) -> int:
     if not text.strip():
         print("perch chat: the message is empty", file=sys.stderr)
         return 2
-    return run_command(args, "chat", {"text": text, "session": args.session})
+    return run_command(args, "chat", {"text": text, "session": args.session, "agent": args.agent})
 
 
 def cmd_send(args: argparse.Namespace) -> int:
     text = " ".join(args.text)
     if text == "-":
         text = sys.stdin.read()
-    return run_command(args, "send", {"to": args.to, "text": text})
+    return run_command(args, "send", {"to": args.to, "text": text, "agent": args.agent})
+
+
+def _agent_flag(parser: Any, what: str) -> None:
+    parser.add_argument("--agent", metavar="ID", default=None, help=what)
 
 
 def register(sub: Any, add: Any) -> None:
@@ -71,6 +77,7 @@ def register(sub: Any, add: Any) -> None:
     s = add("sessions", cmd_sessions, "list conversations, most recent first")
     s.add_argument("--limit", type=int, default=50)
     s.add_argument("--all", action="store_true", help="include archived conversations (/new)")
+    _agent_flag(s, "only this agent's conversations (agents:)")
     p = add("pairing", cmd_pairing, "list, approve, deny or revoke senders met through pairing")
     p.add_argument("action", choices=["list", "approve", "deny", "revoke"])
     p.add_argument("channel", nargs="?", help="the channel name (list: optional filter)")
@@ -81,6 +88,7 @@ def register(sub: Any, add: Any) -> None:
     u = add("usage", cmd_usage, "tokens and cost per day (UTC) and model, from the usage ledger")
     u.add_argument("--days", type=int, default=30, help="how many days back, today included")
     u.add_argument("--json", action="store_true", help="the rows as JSON")
+    _agent_flag(u, "only this agent's sessions (agents:)")
     t = add("stop", cmd_stop, "stop a session's reply in progress, as /stop does in the chat")
     t.add_argument("session", help="the session key, as perch sessions shows it")
     t.add_argument("--all", action="store_true", help="every run and waiting message (as /stopall)")
@@ -89,6 +97,7 @@ def register(sub: Any, add: Any) -> None:
     c.add_argument(
         "--session", help="a session key (default agent:<id>:cli:local:dm:owner)", default=None
     )
+    _agent_flag(c, "talk to this agent (agents:); default: main")
     d = add("send", cmd_send, "deliver a message to a chat through the running daemon")
     d.add_argument(
         "--to",
@@ -96,3 +105,4 @@ def register(sub: Any, add: Any) -> None:
         help="CHANNEL:CHAT (a channel key and chat id, as perch sessions shows), or owner",
     )
     d.add_argument("text", nargs="+", help="the message ('-' reads stdin)")
+    _agent_flag(d, "checked against the config; a send is your own words, in no session")

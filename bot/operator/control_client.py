@@ -86,7 +86,9 @@ async def dispatch(config: Config, op: str, payload: dict[str, Any]) -> Reply:
     if op == "chat":
         from bot.operator.control_local import chat_standalone  # loads the agent
 
-        return await chat_standalone(config, str(payload["text"]), payload.get("session"))
+        return await chat_standalone(
+            config, str(payload["text"]), payload.get("session"), payload.get("agent")
+        )
     notes = unresolved_notes(config)
     if op == "status":
         payload = {**payload, "offline_status": read_status(status_path(config))}

@@ -20,6 +20,7 @@ from bot.config.schema import Config
 from bot.kernel.lanes import Pending, Turn
 from bot.kernel.sessions import SessionKey
 from bot.kernel.workspace import seed_workspace
+from bot.operator.ops_agents import agent_problem, chat_session
 from bot.operator.ops_chat import default_chat_key, turn_reply
 from bot.operator.reply import Reply
 from bot.store.open import open_store
@@ -28,11 +29,24 @@ from bot.store.rows import AlreadyRunning
 from channels.base import ChatRef, Inbound
 
 
-async def chat_standalone(config: Config, text: str, session: object) -> Reply:
+async def chat_standalone(
+    config: Config, text: str, session: object, agent: object = None
+) -> Reply:
+    problem = agent_problem(config, agent, "chat")
+    if problem:
+        return Reply(2, err=problem)
     try:
-        key = SessionKey.parse(str(session)) if session else default_chat_key(config)
+        if session:
+            key = SessionKey.parse(str(session))
+        else:
+            key = chat_session(str(agent)) if agent else default_chat_key(config)
     except ValueError as exc:
         return Reply(2, err=f"perch chat: --session: {exc}\n")
+    main = key.agent == config.agent.id
+    try:
+        config = config.for_agent(key.agent)  # its model, workspace, tools and persona
+    except KeyError:
+        return Reply(2, err=f"perch chat: no agent {key.agent!r} in the config\n")
     unset = [u for u in config.unresolved if u.startswith("providers.")]
     if unset:
         return Reply(
@@ -54,10 +68,10 @@ async def chat_standalone(config: Config, text: str, session: object) -> Reply:
             err="perch chat: a Perch daemon holds the database but its control socket "
             f"{socket_path(config)} does not answer; check its log\n",
         )
-    return await _run(config, store, key, text)
+    return await _run(config, store, key, text, main)
 
 
-async def _run(config: Config, store: Store, key: SessionKey, text: str) -> Reply:
+async def _run(config: Config, store: Store, key: SessionKey, text: str, main: bool) -> Reply:
     problem = layout_problem(config)  # the same refusal as perch run: tools run here too
     if problem is not None:
         await store.close()
@@ -65,7 +79,7 @@ async def _run(config: Config, store: Store, key: SessionKey, text: str) -> Repl
     chat: ChatTurn | None = None
     try:
         seed_workspace(config.workspace)  # before the prompt and the skills read it
-        chat = build_chat(config, store)  # the daemon's graph, the part a turn needs
+        chat = build_chat(config, store, main=main)  # the daemon's graph, the part a turn needs
         notice = await chat.budget.notice()
         if notice:
             return Reply(1, err=f"perch chat: {notice}\n")

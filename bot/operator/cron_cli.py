@@ -4,7 +4,8 @@ With the daemon running the commands go through its control socket (`bot/operato
 a job added is planned at once and a removed one unplanned. Without it they edit the SQLite
 tables directly (through `bot/cron/jobs.py`); a daemon started later loads them. `remove`
 is an alias of `rm`. An `--every` below one minute needs `--allow-fast` (each run is a model
-call). `register(sub, add)` adds the `cron` subcommand; `bot.operator.cli.build_parser` calls it.
+call). `--agent ID`: list only that agent's jobs, add one that runs as it, remove only its
+jobs (`bot/fleet/cron_scope.py`). `register(sub, add)` adds the `cron` subcommand; `bot.operator.cli.build_parser` calls it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ def register(sub: Any, add: Any) -> None:
             name, help=text, description=text, aliases=list(aliases)
         )
         p.add_argument("--config", default=argparse.SUPPRESS, help="config file")
+        p.add_argument(
+            "--agent", metavar="ID", default=None, help="that agent's jobs (agents:); default: all"
+        )
         return p
 
     listing = action("list", "every job with its next run and its last runs")
@@ -54,7 +58,7 @@ def register(sub: Any, add: Any) -> None:
 
 def cmd_cron(args: argparse.Namespace) -> int:
     if args.action == "list":
-        return run_command(args, "cron.list", {"runs": args.runs})
+        return run_command(args, "cron.list", {"runs": args.runs, "agent": args.agent})
     if args.action == "add":
         kind = next(k for k in ("at", "every", "cron") if getattr(args, k))
         request = {
@@ -66,6 +70,7 @@ def cmd_cron(args: argparse.Namespace) -> int:
             "session": args.session,
             "to": args.to,
             "allow_fast": args.allow_fast,
+            "agent": args.agent,  # the job runs as this agent (default: main)
         }
         return run_command(args, "cron.add", request)
-    return run_command(args, "cron.rm", {"ids": args.ids})
+    return run_command(args, "cron.rm", {"ids": args.ids, "agent": args.agent})

@@ -7,7 +7,8 @@ channel's credentials against its platform (the plug-in's `probe`), each enabled
 (`bot.operator.doctor_observe`), the database (opens, migrates, takes the write lock), the
 workspace files, the layout (`perch run` refuses a workspace holding the state directory, the
 config or a secret), the size of the prompt every request begins with (`doctor_prompt.py`),
-the timezone, the skills and web search (`doctor_skills.py`). No line shows a password or
+the timezone, the skills and web search (`doctor_skills.py`), the webhooks' secrets and
+the API's tokens (`doctor_hub.py`). No line shows a password or
 token. Exit code 0 when everything passed, 1 otherwise, 78 when
 the config itself cannot be read.
 """
@@ -29,6 +30,7 @@ from bot.kernel.workspace import bootstrap_dir
 from bot.operator.checks import Check
 from bot.operator.doctor_browser import browser_check
 from bot.operator.doctor_exec import exec_checks
+from bot.operator.doctor_hub import hub_checks
 from bot.operator.doctor_mcp import doctor_checks as mcp_doctor_checks
 from bot.operator.doctor_models import model_checks
 from bot.operator.doctor_observe import observe_checks
@@ -69,6 +71,7 @@ async def run_checks(config: Config) -> list[Check]:
     checks.append(await browser_check(config))
     checks.extend(skill_checks(config))
     checks.append(await search_check(config))
+    checks.extend(hub_checks(config))  # webhooks' secrets and targets, the API's tokens
     return checks
 
 

@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING, Any
 from bot.config.schema import Config
 from bot.kernel.sessions import SessionKey
 from bot.operator.reply import OpContext, Reply
-from channels.base import ChatRef
 
 if TYPE_CHECKING:
     from bot.kernel.turn_outcome import TurnOutcome
 
-CLI_CHAT = ChatRef("cli", "local", "dm", "owner")  # `perch chat` without --session
+from bot.operator.ops_agents import CLI_CHAT, agent_problem, chat_session
 
 
 def default_chat_key(config: Config) -> SessionKey:
@@ -49,11 +48,19 @@ def turn_reply(outcome: TurnOutcome) -> Reply:
 async def op_chat(ctx: OpContext, args: dict[str, Any]) -> Reply:
     if ctx.live is None:
         return Reply(1, err="perch chat: the daemon is not running\n")
-    session = args.get("session")
+    problem = agent_problem(ctx.config, args.get("agent"), "chat")
+    if problem:
+        return Reply(2, err=problem)
+    session = args.get("session") or (
+        str(chat_session(str(args["agent"]))) if args.get("agent") else None
+    )
     return await ctx.live.chat(str(args.get("text", "")), str(session) if session else None)
 
 
 async def op_send(ctx: OpContext, args: dict[str, Any]) -> Reply:
+    problem = agent_problem(ctx.config, args.get("agent"), "send")
+    if problem:  # a send is the owner's own words: no agent's session records it
+        return Reply(2, err=problem)
     if ctx.live is None:
         return Reply(
             1,

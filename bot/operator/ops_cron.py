@@ -14,15 +14,30 @@ from agents.tools.cron import CronRequest, ScheduleKind, SessionMode
 from bot.config.schema import Config
 from bot.cron.jobs import CronJob, CronJobs, create_job, describe_target
 from bot.cron.schedule import format_time
+from bot.fleet.cron_scope import agent_of_creator, cli_creator
 from bot.kernel.routing import decode_chat
+from bot.operator.ops_agents import agent_problem
 from bot.operator.reply import OpContext, Reply
 
 CLI_MIN_EVERY = 60.0  # below this a job must say --allow-fast
 
 
+def _agent_of(ctx: OpContext, args: dict[str, Any]) -> tuple[str, str | None]:
+    """The --agent given ("" for none) and the problem with it, if any."""
+    agent = str(args.get("agent") or "")
+    return agent, agent_problem(ctx.config, agent, "cron")
+
+
+def _belongs(ctx: OpContext, agent: str, created_by: str) -> bool:
+    return not agent or agent_of_creator(created_by, ctx.config.agent.id) == agent
+
+
 async def op_cron_list(ctx: OpContext, args: dict[str, Any]) -> Reply:
+    agent, problem = _agent_of(ctx, args)
+    if problem:
+        return Reply(2, err=problem)
     jobs = CronJobs(ctx.store)
-    found = await jobs.all()
+    found = [job for job in await jobs.all() if _belongs(ctx, agent, job.created_by)]
     if not found:
         return Reply(
             0, "No cron jobs. Add one with: perch cron add --at +1h -m 'Remind me to stretch'\n"
@@ -30,7 +45,10 @@ async def op_cron_list(ctx: OpContext, args: dict[str, Any]) -> Reply:
     lines: list[str] = []
     for job in found:
         name = f" '{job.name}'" if job.name else ""
-        lines.append(f"{job.id}{name}  {job.schedule.describe()}  [{job_state(job)}]")
+        owner = agent_of_creator(job.created_by, ctx.config.agent.id)
+        lines.append(
+            f"{job.id}{name}  {job.schedule.describe()}  [{job_state(job)}]  agent: {owner}"
+        )
         next_run = (
             format_time(job.next_run_at, job.schedule.tz)
             if job.enabled and job.next_run_at is not None
@@ -64,6 +82,9 @@ def _one_line(text: str, limit: int = 160) -> str:
 
 
 async def op_cron_add(ctx: OpContext, args: dict[str, Any]) -> Reply:
+    agent, problem = _agent_of(ctx, args)
+    if problem:
+        return Reply(2, err=problem)
     session: SessionMode = "chat" if args.get("session") == "chat" else "isolated"
     request = CronRequest(
         kind=cast(ScheduleKind, str(args.get("kind", ""))),
@@ -73,7 +94,7 @@ async def op_cron_add(ctx: OpContext, args: dict[str, Any]) -> Reply:
         name=str(args.get("name") or ""),
         session=session,
         deliver_to=str(args.get("to") or "owner"),
-        created_by="cli",
+        created_by=cli_creator(agent, ctx.config.agent.id),
         allow_fast=bool(args.get("allow_fast")),
     )
     try:
@@ -114,10 +135,14 @@ def _channel_warning(config: Config, deliver_to: str) -> str:
 
 
 async def op_cron_remove(ctx: OpContext, args: dict[str, Any]) -> Reply:
+    agent, problem = _agent_of(ctx, args)
+    if problem:
+        return Reply(2, err=problem)
     jobs = CronJobs(ctx.store)
+    theirs = {job.id for job in await jobs.all() if not _belongs(ctx, agent, job.created_by)}
     out, err, missing = "", "", 0
     for job_id in [str(i) for i in args.get("ids", [])]:
-        if await jobs.remove(job_id):
+        if job_id not in theirs and await jobs.remove(job_id):
             out += f"Removed job {job_id}.\n"
         else:
             missing += 1

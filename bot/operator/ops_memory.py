@@ -16,6 +16,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from bot.fleet.search_scope import AgentSearch
 from bot.operator.reply import OpContext, Reply
 from bot.recall.index import SearchIndex
 from bot.recall.visibility import describe
@@ -27,8 +28,11 @@ MAX_LIMIT = 100
 
 
 def _index(ctx: OpContext) -> SearchIndex:
-    """The index as the daemon's (with its embeddings when configured); close it after use."""
-    return SearchIndex.from_config(ctx.config, ctx.store, skill_catalog(ctx.config))
+    """The index as the daemon's (with its embeddings when configured); close it after use.
+    With several agents (`agents:`), the main agent's part of it."""
+    config = ctx.config
+    seen = AgentSearch(ctx.store, config.agent.id, main=True, alone=not config.agents)
+    return SearchIndex.from_config(config, seen, skill_catalog(config))
 
 
 def _where(hit: SearchHit) -> str:

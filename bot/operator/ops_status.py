@@ -17,6 +17,7 @@ from bot.cluster.instances import live_instance_lines
 from bot.config.schema import Config
 from bot.kernel.budget import Budget, day_start
 from bot.operator.mcp_probe import daemon_mcp_lines
+from bot.operator.ops_agents import agent_problem
 from bot.operator.reply import OpContext, Reply
 from bot.tools.skills import skill_catalog, summary
 
@@ -45,6 +46,8 @@ def telemetry_lines(daemon: dict[str, Any]) -> list[str]:
     lines = []
     if daemon.get("dashboard"):
         lines.append(f"  dashboard: {daemon['dashboard']}")
+    if daemon.get("web_server"):  # webhooks or the API without the dashboard
+        lines.append(f"  web server (hooks, api): {daemon['web_server']}")
     if daemon.get("metrics_endpoint"):
         lines.append(f"  metrics: {daemon['metrics_endpoint']}")
     tracing = daemon.get("tracing") or {}
@@ -106,7 +109,14 @@ def unresolved_notes(config: Config) -> list[str]:
 
 async def op_sessions(ctx: OpContext, args: dict[str, Any]) -> Reply:
     show_all = bool(args.get("all"))
-    rows = await ctx.store.list_sessions(int(args.get("limit", 50)), archived=show_all)
+    agent = str(args.get("agent") or "")  # --agent: that agent's sessions only
+    problem = agent_problem(ctx.config, agent, "sessions")
+    if problem:
+        return Reply(2, err=problem)
+    limit = int(args.get("limit", 50))
+    rows = await ctx.store.list_sessions(100_000 if agent else limit, archived=show_all)
+    if agent:
+        rows = [row for row in rows if row.key.startswith(f"agent:{agent}:")][:limit]
     if not rows:
         return Reply(0, "No conversations yet.\n")
     archived: set[str] = set()

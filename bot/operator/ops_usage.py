@@ -3,6 +3,7 @@
 `op_usage` reads the last `days` days (30 by default, today included) with
 `UsageLedger.usage_by_day`; as text one line per day and model with a total, with `json` one
 object (`days`, `since`, `rows`) that the dashboard's Usage page draws its charts from.
+`agent` (`perch usage --agent ID`) keeps to that agent's sessions.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from bot.kernel.budget import day_start
+from bot.operator.ops_agents import agent_problem
 from bot.operator.reply import OpContext, Reply
 
 DEFAULT_DAYS = 30
@@ -34,7 +36,11 @@ async def op_usage(ctx: OpContext, args: dict[str, Any]) -> Reply:
     if days is None:
         return Reply(2, err=f"perch usage: --days must be a whole number from 1 to {MAX_DAYS}\n")
     since = day_start() - (days - 1) * 86400
-    rows = await ctx.store.usage_by_day(since)
+    agent = str(args.get("agent") or "")  # --agent: that agent's sessions only
+    problem = agent_problem(ctx.config, agent, "usage")
+    if problem:
+        return Reply(2, err=problem)
+    rows = await ctx.store.usage_by_day(since, session_prefix=f"agent:{agent}:" if agent else "")
     if args.get("json"):
         data = {"days": days, "since": since, "rows": [asdict(r) for r in rows]}
         return Reply(0, json.dumps(data, indent=1) + "\n")

@@ -144,9 +144,9 @@ class UsageLedger(Protocol):
 
     async def usage_since(self, since: float) -> Usage: ...
 
-    async def usage_by_day(self, since: float) -> list[UsageDay]:
+    async def usage_by_day(self, since: float, *, session_prefix: str = "") -> list[UsageDay]:
         """The ledger since `since`, summed per UTC day and model; oldest day first, then
-        by model."""
+        by model. With `session_prefix` (`agent:<id>:`), only sessions whose key starts so."""
 
 
 class Stops(Protocol):

@@ -1,6 +1,7 @@
 """The dashboard's door: logging in and out, and the checks every request passes first.
 
-`gate` lets `/static/` and the login page through; anything else needs the token, as a
+`gate` lets `/static/`, the login page and the paths with credentials of their own
+(`/hooks/`, `/v1/`) through; anything else needs the token, as a
 `Authorization: Bearer` header or the session cookie the login form sets (`HttpOnly`,
 `SameSite=Strict`). A change (any method but GET/HEAD) from a browser session must also come
 from the dashboard's own pages (`Origin`, else `Referer`) and carry the session's CSRF token.
@@ -37,6 +38,9 @@ HEADERS = {
     "Permissions-Policy": "camera=(), microphone=(), geolocation=()",
 }
 READS = ("GET", "HEAD")
+# Served beside the dashboard with credentials of their own (a webhook's signature, an API
+# token: bot/web/hooks.py, bot/web/openai_api.py); the dashboard's token is not theirs.
+OWN_CREDENTIALS = ("/hooks/", "/v1/")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -97,6 +101,8 @@ async def _who(request: web.Request, board: Board) -> Auth | web.StreamResponse:
 
 @web.middleware
 async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.path.startswith(OWN_CREDENTIALS):
+        return await handler(request)
     board = request.app[BOARD]
     if request.path.startswith("/static/"):
         return await handler(request)

@@ -14,8 +14,9 @@ import logging
 import os
 import secrets
 import socket
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp_jinja2
 import jinja2
@@ -63,7 +64,20 @@ def generated_token(path: Path) -> str:
     return token
 
 
-def make_app(board: Board) -> web.Application:
+class Routes(Protocol):
+    """Handlers served beside the dashboard (webhooks, the OpenAI-compatible API)."""
+
+    def install(self, app: web.Application) -> None: ...
+
+
+def make_app(board: Board | None, routes: Sequence[Routes] = ()) -> web.Application:
+    """The dashboard's app (`board`; None: the dashboard is off) with `routes` added."""
+    if board is None:
+        bare = web.Application(client_max_size=MAX_BODY)
+        bare.on_response_prepare.append(secure_headers)
+        for each in routes:
+            each.install(bare)
+        return bare
     app = web.Application(middlewares=[gate], client_max_size=MAX_BODY)
     app[BOARD] = board
     aiohttp_jinja2.setup(
@@ -95,6 +109,8 @@ def make_app(board: Board) -> web.Application:
     add.add_post("/cron/add", actions.cron_add)
     add.add_post("/cron/remove", actions.cron_remove)
     add.add_static("/static", HERE / "static", show_index=False, follow_symlinks=False)
+    for each in routes:
+        each.install(app)
     return app
 
 
@@ -102,8 +118,9 @@ class DashboardAddress:
     """Where the dashboard listens (`web.listen`; a port 0 becomes the one bound). Made before
     both the daemon's status, which reports it, and the server, which binds it."""
 
-    def __init__(self, listen: str) -> None:
+    def __init__(self, listen: str, *, dashboard: bool = True) -> None:
         self.host, self.port = split_listen(listen)
+        self.dashboard = dashboard  # False: the server runs for webhooks or the API alone
 
     @property
     def url(self) -> str:
@@ -111,7 +128,7 @@ class DashboardAddress:
         return f"http://{host}:{self.port}/"
 
     def status(self) -> dict[str, Any]:
-        return {"dashboard": self.url}
+        return {"dashboard" if self.dashboard else "web_server": self.url}
 
 
 class WebServer:
@@ -125,8 +142,13 @@ class WebServer:
         live: LiveDaemon,
         skills: SkillList,
         instance_id: str,
+        *,
+        dashboard: bool = True,  # False: only `routes` (web.enabled off, hooks or api on)
+        routes: Sequence[Routes] = (),
     ) -> None:
         self.address = address
+        self.dashboard = dashboard
+        self.routes = tuple(routes)
         self.settings: WebConfig = config.web
         self.config = config
         self.store = store
@@ -143,15 +165,15 @@ class WebServer:
 
     async def start(self) -> None:
         """Listen (raises OSError, e.g. when the port is taken)."""
+        if not self.dashboard:
+            await self._serve(make_app(None, self.routes))
+            log.info("web server at %s (webhooks and API only; the dashboard is off)", self.url)
+            return
         if self.settings.token:
             token, where = self.settings.token, "web.token"
         else:
             path = token_path(self.config)
             token, where = generated_token(path), f"the token in {path}"
-        address = self.address
-        family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
-        sock = socket.create_server((address.host, address.port), family=family)
-        address.port = sock.getsockname()[1]  # `listen: host:0` picks a free port
         self._board = board = Board(
             self.config,
             self.store,
@@ -161,7 +183,19 @@ class WebServer:
             self.tail,
             Credentials(token),
         )
-        runner = web.AppRunner(make_app(board), access_log=None, shutdown_timeout=1.0)
+        await self._serve(make_app(board, self.routes))
+        self.tail.attach()
+        log.info("dashboard at %s (log in with %s)", self.url, where)
+
+    async def _serve(self, app: web.Application) -> None:
+        address = self.address
+        family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+        sock = socket.create_server((address.host, address.port), family=family)
+        address.port = sock.getsockname()[1]  # `listen: host:0` picks a free port
+        # A client that goes away cancels its handler (an API request stops its run).
+        runner = web.AppRunner(
+            app, access_log=None, shutdown_timeout=1.0, handler_cancellation=True
+        )
         await runner.setup()
         try:
             await web.SockSite(runner, sock).start()
@@ -170,8 +204,6 @@ class WebServer:
             await runner.cleanup()
             raise
         self._runner = runner
-        self.tail.attach()
-        log.info("dashboard at %s (log in with %s)", self.url, where)
 
     async def stop(self) -> None:
         self.tail.detach()

@@ -178,16 +178,18 @@ class SessionLine:
     messages: int
     cost: float
     running: bool
+    agent: str = "-"  # the agent the session belongs to (`agents:`)
 
 
 def session_line(row: SessionRow, messages: int, running: bool) -> SessionLine:
-    platform, chat = "-", row.key
+    platform, chat, agent = "-", row.key, "-"
     try:
         key = SessionKey.parse(row.key)
     except ValueError:
         key = None
     if key is not None:
         root = key.root
+        agent = key.agent
         platform = root.channel or root.kind
         chat = root.chat_id or (root.job_id or root.kind)
         if key.kind == "sub":
@@ -201,4 +203,5 @@ def session_line(row: SessionRow, messages: int, running: bool) -> SessionLine:
         messages,
         row.cost_usd,
         running,
+        agent,
     )

@@ -259,6 +259,20 @@ async def test_usage_by_day_sums_the_ledger_per_utc_day_and_model(store: Store) 
     assert await store.usage_by_day(base + 2 * day) == []
 
 
+async def test_usage_by_day_keeps_to_one_agents_sessions_when_asked(store: Store) -> None:
+    rows = [  # an agent id with `_` and `.`: a prefix, never a pattern
+        (1, "agent:w_1.x:telegram:b:dm:1", "r1", "m1", 10, 1, 0, 0, 0.5, 100.0),
+        (2, "agent:wa1.x:telegram:b:dm:1", "r2", "m1", 20, 2, 0, 0, 0.25, 100.0),
+        (3, "agent:main:cron:j", "r3", "m1", 5, 5, 0, 0, 1.0, 100.0),
+    ]
+    await store.load("usage", rows)
+    await store.finish_load()
+    mine = await store.usage_by_day(0.0, session_prefix="agent:w_1.x:")
+    assert [(u.input_tokens, u.cost_usd) for u in mine] == [(10, 0.5)]
+    assert len(await store.usage_by_day(0.0, session_prefix="agent:nobody:")) == 0
+    assert (await store.usage_by_day(0.0))[0].input_tokens == 35
+
+
 async def test_compact_replaces_old_messages_and_keeps_newer_ones(store: Store) -> None:
     session = await store.session("agent:main:c")
     await store.save_run(

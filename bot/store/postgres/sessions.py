@@ -279,13 +279,15 @@ class PostgresSessions(PostgresBase):
         assert row is not None
         return Usage(int(row[0]), int(row[1]), int(row[2]), int(row[3]), float(row[4]))
 
-    async def usage_by_day(self, since: float) -> list[UsageDay]:
+    async def usage_by_day(self, since: float, *, session_prefix: str = "") -> list[UsageDay]:
         rows = await self._pool.fetch(
             "SELECT to_char(to_timestamp(created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, "
             "model, sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), "
             "sum(cache_write_tokens), sum(cost_usd) FROM usage WHERE created_at >= $1 "
+            "AND left(session_key, length($2)) = $2 "
             "GROUP BY day, model ORDER BY day, model",
             since,
+            session_prefix,
         )
         return [
             UsageDay(str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), float(r[6]))

@@ -246,13 +246,14 @@ class SQLiteSessions(SQLiteBase):
         assert row is not None  # an aggregate always has its row
         return Usage(int(row[0]), int(row[1]), int(row[2]), int(row[3]), float(row[4]))
 
-    async def usage_by_day(self, since: float) -> list[UsageDay]:
+    async def usage_by_day(self, since: float, *, session_prefix: str = "") -> list[UsageDay]:
         rows = await self._db.fetchall(
             "SELECT date(created_at, 'unixepoch') AS day, model, sum(input_tokens), "
             "sum(output_tokens), sum(cache_read_tokens), sum(cache_write_tokens), "
-            "sum(cost_usd) FROM usage WHERE created_at >= ? GROUP BY day, model "
+            "sum(cost_usd) FROM usage WHERE created_at >= ? "
+            "AND substr(session_key, 1, length(?)) = ? GROUP BY day, model "
             "ORDER BY day, model",
-            (since,),
+            (since, session_prefix, session_prefix),
         )
         return [
             UsageDay(str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), float(r[6]))

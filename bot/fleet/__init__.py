@@ -1,0 +1,1 @@
+"""Several agents in one daemon: which agent answers where, and what each may see."""
