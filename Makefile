@@ -7,8 +7,9 @@ STAMP  := $(VENV)/.installed
 DEV    := $(VENV)/.installed-dev
 CONFIG ?= config.yaml
 LOWEST := .venv-lowest
+SYNAPSE := .venv-synapse
 
-.PHONY: setup run init test test-lowest lint format typecheck unit bench install-service clean
+.PHONY: setup run init test test-lowest lint format typecheck unit bench install-service synapse clean
 
 setup: $(DEV)
 
@@ -53,6 +54,17 @@ test-lowest: $(STAMP)
 	$(BIN)/uv pip install --quiet --python $(LOWEST)/bin/python --resolution lowest-direct -e '.[dev]' 'pip>=24'
 	$(LOWEST)/bin/python -m pytest -q -p no:cacheprovider
 
+# A real Matrix homeserver for the Matrix channel's tests (tests/matrix_server.py looks for it
+# here; without it those tests skip). A venv of its own: Synapse's pins must not fight Perch's
+# floors, and `make test-lowest` does not depend on it.
+synapse: $(SYNAPSE)/.installed
+
+$(SYNAPSE)/.installed: $(STAMP)
+	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet uv
+	$(BIN)/uv venv --quiet --clear --python $(BIN)/python $(SYNAPSE)
+	$(BIN)/uv pip install --quiet --python $(SYNAPSE)/bin/python 'matrix-synapse>=1.120,<2'
+	touch $@
+
 bench: $(DEV)
 	$(BIN)/python -m bench.run_all
 
@@ -60,4 +72,4 @@ install-service:
 	systemd/install.sh
 
 clean:
-	rm -rf $(VENV) $(LOWEST) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOWEST) $(SYNAPSE) .pytest_cache .mypy_cache .ruff_cache
