@@ -124,7 +124,7 @@ class Daemon:
         self.channels = (
             self._given_channels
             if self._given_channels is not None
-            else build_channels(config.channels, self.request_stop)
+            else build_channels(config.channels, self.request_stop, config.db_path.parent)
         )
         self.parts = parts = build(config, store, self.channels, instance_id)
         if parts.web is not None:

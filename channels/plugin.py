@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from channels.base import Channel
@@ -57,11 +58,14 @@ class ChannelContext:
     """What the daemon hands a factory besides the options.
 
     `request_stop` asks the daemon to shut down (the console calls it at end of input when it
-    is the only channel); `others` are the keys of the other enabled channels.
+    is the only channel); `others` are the keys of the other enabled channels; `state_dir` is
+    the daemon's state directory (beside its database), where a channel keeps what must
+    outlive a restart (a device's keys, a sync position), each in a folder of its own key.
     """
 
     request_stop: Callable[[], None] | None = None
     others: tuple[str, ...] = ()
+    state_dir: Path | None = None
 
 
 Factory = Callable[[ChannelOptions, ChannelContext], Channel]

@@ -20,6 +20,7 @@ import importlib
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -36,6 +37,7 @@ BUILTIN: tuple[str, ...] = (
     "channels.slack.plugin",
     "channels.signal.plugin",
     "channels.discord.plugin",
+    "channels.matrix.plugin",
     "channels.console",
 )
 
@@ -174,16 +176,20 @@ def default_channels() -> ChannelsConfig:
 
 
 def build_channels(
-    config: ChannelsConfig, request_stop: Callable[[], None] | None = None
+    config: ChannelsConfig,
+    request_stop: Callable[[], None] | None = None,
+    state_dir: Path | None = None,
 ) -> dict[str, Channel]:
-    """The enabled channels' adapters, in registry order (each library imported only now)."""
+    """The enabled channels' adapters, in registry order (each library imported only now);
+    `state_dir` is handed to each in its `ChannelContext`."""
     enabled = config.enabled()
     built: dict[str, Channel] = {}
     for key in enabled:
         plugin = _plugins[key]
         options = config.options(key)
         assert options is not None
-        context = ChannelContext(request_stop, tuple(k for k in enabled if k != key))
+        others = tuple(k for k in enabled if k != key)
+        context = ChannelContext(request_stop, others, state_dir)
         built[key] = plugin.create(options, context)
     return built
 
