@@ -38,7 +38,7 @@ def encryption_available() -> bool:
 def _config(options: MatrixOptions) -> nio.AsyncClientConfig:
     encrypted = options.encryption and encryption_available()
     return nio.AsyncClientConfig(
-        store=SqliteStore if encrypted else None,
+        store=SqliteStore,  # nio asks for a store class even with encryption off
         encryption_enabled=encrypted,
         store_sync_tokens=False,  # the sync position is Perch's own (state.py)
         max_limit_exceeded=20,

@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 from channels.options import ChannelPolicy, Secret
 
 _USER_ID = re.compile(r"^@[^:\s]+:[^\s]+$")
-_ROOM_ID = re.compile(r"^![^:\s]+:[^\s]+$")
+_ROOM_ID = re.compile(r"^![^:\s]+(?::[^\s]+)?$")  # room v12 ids name no server
 
 
 class MatrixOptions(ChannelPolicy):
@@ -72,7 +72,7 @@ class MatrixOptions(ChannelPolicy):
         for room in self.groups:
             if room != "*" and not _ROOM_ID.match(room):
                 raise ValueError(
-                    f"channels.matrix.groups: {room!r} is not a room id (!id:server; Element: "
+                    f"channels.matrix.groups: {room!r} is not a room id (!id or !id:server; Element: "
                     "Room settings > Advanced)"
                 )
         return self

@@ -1,0 +1,262 @@
+"""Matrix end to end against a real Synapse: the whole daemon, matrix-nio on both sides, the
+fake model. An unencrypted DM answered, an encrypted DM answered with a reply that decrypts,
+a room mention answered in its thread while an unmentioned message is only context, /stop
+mid-reply, a long reply in chunks, a restart that answers nothing twice, and `perch doctor`'s
+live check. Skipped, saying why, where there is no Synapse (`make synapse` makes one)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.daemon import Daemon
+from bot.operator.doctor import run_checks
+from channels.chunking import parse_fence
+from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
+from tests.harness import make_config
+from tests.matrix_server import MatrixUser, SynapseServer, register, synapse_server
+from tests.matrix_support import Person
+
+__all__ = ["synapse_server"]  # the session's Synapse, a fixture
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[FakeAnthropic]:
+    async with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture
+def bot(synapse_server: SynapseServer) -> MatrixUser:
+    return register(synapse_server, "perch", "Perch")
+
+
+@pytest.fixture
+def alice(synapse_server: SynapseServer) -> MatrixUser:
+    return register(synapse_server, "alice", "Alice")
+
+
+def matrix_settings(
+    server: SynapseServer, bot: MatrixUser, allowed: list[str], **options: Any
+) -> dict[str, Any]:
+    return {
+        "channels.matrix": {
+            "enabled": True,
+            "homeserver": server.url,
+            "user_id": bot.user_id,
+            "access_token": bot.access_token,
+            "allow_from": allowed,
+            "dm_policy": "allowlist",
+            "stream_interval": 0.2,
+            "typing_interval": 1.0,
+            "sync_timeout": 2.0,
+            **options,
+        }
+    }
+
+
+@asynccontextmanager
+async def daemon(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    server: SynapseServer,
+    bot: MatrixUser,
+    allowed: list[str],
+    **options: Any,
+) -> AsyncIterator[Daemon]:
+    settings = matrix_settings(server, bot, allowed, **options)
+    running = Daemon(make_config(tmp_path, model.base_url, settings))
+    await running.start()
+    try:
+        assert running.channels["matrix"].status().up, running.channels["matrix"].status()
+        yield running
+    finally:
+        await running.stop()
+
+
+async def test_an_unencrypted_dm_is_answered(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+) -> None:
+    async with (
+        daemon(tmp_path, model, synapse_server, bot, [alice.user_id]),
+        Person(synapse_server, alice, tmp_path / "alice") as person,
+    ):
+        room = await person.open_dm(bot.user_id, encrypted=False)
+        await person.say(room, "hello bot")
+        await person.wait(lambda: person.texts(room) == ["echo: hello bot"])
+        assert not person.shown[room][0].encrypted
+
+
+async def test_an_encrypted_dm_is_answered_and_the_reply_decrypts(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+) -> None:
+    async with (
+        daemon(tmp_path, model, synapse_server, bot, [alice.user_id]),
+        Person(synapse_server, alice, tmp_path / "alice", encrypted=True) as person,
+    ):
+        room = await person.open_dm(bot.user_id, encrypted=True)
+        await person.say(room, "a secret hello")
+        await person.wait(lambda: person.texts(room) == ["echo: a secret hello"])
+        assert person.shown[room][0].encrypted  # it came encrypted and decrypted here
+        assert person.undecryptable == []
+        assert last_user_text(model.requests[0]) == "a secret hello"
+    assert list((tmp_path / "data" / "matrix").glob("*/*.db")), "the crypto store is in state"
+
+
+async def test_a_room_mention_is_answered_in_its_thread_and_the_rest_is_context(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+) -> None:
+    bob = register(synapse_server, "bob", "Bob")
+    async with (
+        Person(synapse_server, alice, tmp_path / "alice") as person,
+        Person(synapse_server, bob, tmp_path / "bob") as other,
+    ):
+        person.watch(bot.user_id)
+        room = await person.open_room("lunch", [bot.user_id, bob.user_id])
+        await other.join(room)
+        async with daemon(tmp_path, model, synapse_server, bot, [alice.user_id], groups=[room]):
+            await person.wait(lambda: person.joined(room, bot.user_id))
+            await other.say(room, "lunch is at noon")  # not addressed: context only
+            asked = await person.say(
+                room, "Perch: when is lunch?", **{"m.mentions": {"user_ids": [bot.user_id]}}
+            )
+            await person.wait(lambda: len(person.texts(room)) == 1)
+            [answer] = person.shown[room]
+            assert answer.relation["rel_type"] == "m.thread"
+            assert answer.relation["event_id"] == asked
+            asked_text = last_user_text(model.requests[0])
+            assert "lunch is at noon" in asked_text and asked_text.endswith("when is lunch?")
+            assert answer.text == "echo: " + asked_text
+
+            thread = {"m.relates_to": {"rel_type": "m.thread", "event_id": asked}}
+            await person.say(room, "and dessert?", **thread)  # in its thread: no mention needed
+            await person.wait(lambda: len(person.texts(room)) == 2)
+            assert person.shown[room][1].relation["event_id"] == asked
+            history = str(model.requests[-1]["messages"])  # one session per thread
+            assert "when is lunch?" in history
+            await other.say(room, "anyone for coffee?")  # unmentioned, outside the thread
+            await person.say(room, "Perch: thanks", **{"m.mentions": {"user_ids": [bot.user_id]}})
+            await person.wait(lambda: len(person.texts(room)) == 3)
+            assert len(model.requests) == 3
+
+
+async def test_stop_mid_reply_stops_it_and_says_so(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+) -> None:
+    model.queue(Reply.stall("I am thinking about this at length", chunk=4))
+    async with (
+        daemon(tmp_path, model, synapse_server, bot, [alice.user_id]),
+        Person(synapse_server, alice, tmp_path / "alice") as person,
+    ):
+        room = await person.open_dm(bot.user_id, encrypted=False)
+        await person.say(room, "tell me everything")
+        await person.wait(lambda: any("thinking" in t for t in person.texts(room)))
+        await person.say(room, "/stop")
+        await person.wait(lambda: "Stopped." in person.texts(room))
+        await person.say(room, "/stop")
+        await person.wait(lambda: "Nothing to stop." in person.texts(room))
+        assert len(model.requests) == 1  # commands never reach the model
+
+
+async def test_a_long_reply_arrives_in_order_in_balanced_chunks(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+) -> None:
+    code = "```python\n" + "\n".join(f"step({i})  # one step of the work" for i in range(400))
+    answer = "Here is the script:\n\n" + code + "\n```\n\nRun it twice."
+    model.queue(Reply.text(answer, chunk=500))
+    async with (
+        daemon(tmp_path, model, synapse_server, bot, [alice.user_id]),
+        Person(synapse_server, alice, tmp_path / "alice") as person,
+    ):
+        room = await person.open_dm(bot.user_id, encrypted=False)
+        await person.say(room, "write the script")
+        await person.wait(lambda: "".join(person.texts(room)).endswith("Run it twice."))
+        chunks = person.texts(room)
+        assert len(chunks) >= 3
+        assert all(len(chunk) <= 4000 for chunk in chunks)
+        for chunk in chunks:
+            fence = None
+            for line in chunk.split("\n"):
+                fence = (
+                    parse_fence(line) if fence is None else (None if fence.closes(line) else fence)
+                )
+            assert fence is None, chunk[-200:]
+        steps = [
+            int(line.split("(")[1].split(")")[0])
+            for line in "\n".join(chunks).split("\n")
+            if line.startswith("step(")
+        ]
+        assert steps == list(range(400))
+
+
+async def test_a_restart_answers_what_came_while_down_and_nothing_twice(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+) -> None:
+    async with Person(synapse_server, alice, tmp_path / "alice", encrypted=True) as person:
+        async with daemon(tmp_path, model, synapse_server, bot, [alice.user_id]):
+            room = await person.open_dm(bot.user_id, encrypted=True)
+            await person.say(room, "one")
+            await person.wait(lambda: person.texts(room) == ["echo: one"])
+        await person.say(room, "two")  # sent while Perch is down
+        async with daemon(tmp_path, model, synapse_server, bot, [alice.user_id]):
+            await person.wait(lambda: person.texts(room) == ["echo: one", "echo: two"])
+            await person.say(room, "three")
+            await person.wait(lambda: len(person.texts(room)) == 3)
+        assert person.texts(room) == ["echo: one", "echo: two", "echo: three"]
+        assert [last_user_text(r) for r in model.requests] == ["one", "two", "three"]
+
+
+async def test_doctor_checks_the_token_live(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+) -> None:
+    settings = matrix_settings(synapse_server, bot, [alice.user_id])
+    [check] = [
+        c
+        for c in await run_checks(make_config(tmp_path, model.base_url, settings))
+        if c.name == "matrix"
+    ]
+    assert check.ok, check.line()
+    assert bot.user_id in check.line() and bot.device_id in check.line()
+
+    settings["channels.matrix"]["access_token"] = "syt_not_a_real_token_at_all"
+    [check] = [
+        c
+        for c in await run_checks(make_config(tmp_path, model.base_url, settings))
+        if c.name == "matrix"
+    ]
+    assert not check.ok
+    assert "401" in check.line() and "MATRIX_ACCESS_TOKEN" in check.line()
