@@ -61,8 +61,8 @@ class MatrixOptions(ChannelPolicy):
             )
         if bool(self.access_token) == bool(self.password):
             raise ValueError(
-                "channels.matrix needs exactly one of access_token (set MATRIX_ACCESS_TOKEN) "
-                "or password (set MATRIX_PASSWORD)"
+                "channels.matrix.access_token or channels.matrix.password: give exactly one "
+                "(MATRIX_ACCESS_TOKEN, the bot device's token, or MATRIX_PASSWORD)"
             )
         for user in self.allow_from:
             if user != "*" and not _USER_ID.match(user):

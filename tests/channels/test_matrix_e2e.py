@@ -6,14 +6,17 @@ live check. Skipped, saying why, where there is no Synapse (`make synapse` makes
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from bot.daemon import Daemon
+from bot.operator.cli import main
 from bot.operator.doctor import run_checks
 from channels.chunking import parse_fence
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
@@ -260,3 +263,36 @@ async def test_doctor_checks_the_token_live(
     ]
     assert not check.ok
     assert "401" in check.line() and "MATRIX_ACCESS_TOKEN" in check.line()
+
+
+async def test_onboard_sets_matrix_up_and_checks_the_token_live(
+    tmp_path: Path,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    key = "sk-ant-onboard-matrix"
+    config, env_file = tmp_path / "config.yaml", tmp_path / "perch.env"
+    async with FakeAnthropic(api_key=key) as model_server:
+        code = await asyncio.to_thread(
+            main,
+            [
+                *("onboard", "--config", str(config), "--yes", "--no-doctor"),
+                *("--api-key", key, "--base-url", model_server.base_url),
+                *("--channels", "matrix"),
+                *("--env", f"MATRIX_HOMESERVER={synapse_server.url}"),
+                *("--env", f"MATRIX_USER_ID={bot.user_id}"),
+                *("--env", f"MATRIX_ACCESS_TOKEN={bot.access_token}"),
+                *("--owner", f"matrix:{alice.user_id}", "--secrets-path", str(env_file)),
+                *("--secrets", "env"),
+            ],
+        )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"OK    matrix: {bot.user_id} (device {bot.device_id}) is reachable" in out
+    data = yaml.safe_load(config.read_text())["channels"]["matrix"]
+    assert data["enabled"] is True and data["allow_from"] == [alice.user_id]
+    assert data["access_token"] == "${MATRIX_ACCESS_TOKEN:-}"
+    assert f"MATRIX_ACCESS_TOKEN={bot.access_token}" in env_file.read_text()
+    assert bot.access_token not in config.read_text()
