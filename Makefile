@@ -59,7 +59,7 @@ test-lowest: $(STAMP)
 # floors, and `make test-lowest` does not depend on it.
 synapse: $(SYNAPSE)/.installed
 
-$(SYNAPSE)/.installed: $(STAMP)
+$(SYNAPSE)/.installed: | $(STAMP)
 	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet uv
 	$(BIN)/uv venv --quiet --clear --python $(BIN)/python $(SYNAPSE)
 	$(BIN)/uv pip install --quiet --python $(SYNAPSE)/bin/python 'matrix-synapse>=1.120,<2'
