@@ -153,6 +153,13 @@ class MatrixChannel:
         client.add_event_callback(self.inbound.on_message, nio.RoomMessage)
         client.add_event_callback(self._on_undecryptable, nio.MegolmEvent)
         client.add_event_callback(invites.on_invite, nio.InviteMemberEvent)
+        if client.olm is not None:
+            fingerprint = client.olm.account.identity_keys["ed25519"]
+            log.info(
+                "matrix: device %s, session key %s (compare it when you verify the bot in Element)",
+                client.device_id,
+                " ".join(fingerprint[i : i + 4] for i in range(0, len(fingerprint), 4)),
+            )
         return client
 
     async def _sync_loop(self, client: nio.AsyncClient, backoff: Backoff) -> None:
