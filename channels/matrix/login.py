@@ -5,13 +5,13 @@ Owns `log_in(options, state)`. With an `access_token` the device is the token's 
 device and its token in the state folder, so a restart is the same device (its keys, its
 trust) and not a new one each time; a kept token the server no longer knows is replaced by
 a fresh login. With `encryption` on, the client's crypto store (SQLite) is in the same folder,
-pickled with a key kept beside it. A refused token or password raises `LoginRefused` (retrying
+encrypted with a key made once and kept beside it (`state.py`), set before nio opens it (a
+password login opens it at once). A refused token or password raises `LoginRefused` (retrying
 cannot fix it); anything else is the caller's to retry.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 import nio
@@ -35,9 +35,10 @@ def encryption_available() -> bool:
     return bool(ENCRYPTION_ENABLED)
 
 
-def _config(options: MatrixOptions) -> nio.AsyncClientConfig:
+def _config(options: MatrixOptions, state: AccountState) -> nio.AsyncClientConfig:
     encrypted = options.encryption and encryption_available()
     return nio.AsyncClientConfig(
+        pickle_key=state.pickle_key() if encrypted else "DEFAULT_KEY",
         store=SqliteStore,  # nio asks for a store class even with encryption off
         encryption_enabled=encrypted,
         store_sync_tokens=False,  # the sync position is Perch's own (state.py)
@@ -51,7 +52,7 @@ async def log_in(options: MatrixOptions, state: AccountState) -> nio.AsyncClient
     """A logged-in client whose device (and crypto store, if on) is restored."""
     folder = state.prepare()
     client = nio.AsyncClient(
-        options.api_base, options.user_id, store_path=str(folder), config=_config(options)
+        options.api_base, options.user_id, store_path=str(folder), config=_config(options, state)
     )
     try:
         if options.access_token:
@@ -72,10 +73,8 @@ async def _with_token(client: nio.AsyncClient, options: MatrixOptions, state: Ac
             "the access token has no device (an appservice token?); use a user's login token, "
             "or channels.matrix.password"
         )
-    kept = state.device()
-    pickle_key = kept.pickle_key if kept is not None and kept.device_id == device_id else ""
-    device = state.save_device(device_id, "", pickle_key)
-    _restore(client, options, device.device_id, options.access_token, device.pickle_key)
+    state.save_device(device_id, "")
+    client.restore_login(options.user_id, device_id, options.access_token)
 
 
 async def _with_password(
@@ -86,7 +85,7 @@ async def _with_password(
         client.access_token = kept.access_token
         try:
             if await _whoami(client, options) == kept.device_id:
-                _restore(client, options, kept.device_id, kept.access_token, kept.pickle_key)
+                client.restore_login(options.user_id, kept.device_id, kept.access_token)
                 return
         except LoginRefused:
             log.info("matrix: the kept device's token is no longer valid; logging in again")
@@ -101,12 +100,8 @@ async def _with_password(
                 f"({response.status_code}): check MATRIX_PASSWORD"
             )
         raise ConnectionError(f"login failed: {response}")
-    pickle_key = (
-        kept.pickle_key if kept is not None and kept.device_id == response.device_id else ""
-    )
-    device = state.save_device(response.device_id, response.access_token, pickle_key)
+    state.save_device(response.device_id, response.access_token)  # login loaded the store
     log.info("matrix: logged in as %s, device %s", response.user_id, response.device_id)
-    _restore(client, options, device.device_id, device.access_token, device.pickle_key)
 
 
 async def _whoami(client: nio.AsyncClient, options: MatrixOptions) -> str:
@@ -125,15 +120,3 @@ async def _whoami(client: nio.AsyncClient, options: MatrixOptions) -> str:
             "channels.matrix.user_id or the token"
         )
     return response.device_id or ""
-
-
-def _restore(
-    client: nio.AsyncClient,
-    options: MatrixOptions,
-    device_id: str,
-    access_token: str,
-    pickle_key: str,
-) -> None:
-    if client.config.encryption_enabled:
-        client.config = dataclasses.replace(client.config, pickle_key=pickle_key)
-    client.restore_login(options.user_id, device_id, access_token)

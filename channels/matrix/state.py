@@ -2,7 +2,8 @@
 
 `AccountState` owns one account's folder (`<state>/matrix/<user>/`, mode 0700): the crypto
 store nio keeps there (SQLite: Olm and Megolm sessions, device keys, trust), `device.json`
-(the device a password login made, its token and the store's pickle key; mode 0600) and
+(the device a password login made and its token; mode 0600),
+`pickle_key` (what the crypto store is encrypted with, made once; mode 0600), and
 `sync_token` (the last `/sync` position whose events were all handed on, so nothing is
 answered twice across a restart, and nothing missed while down is lost).
 """
@@ -21,12 +22,11 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]")
 
 @dataclass(frozen=True, slots=True)
 class Device:
-    """A device of the bot's account: its id, its access token (empty when the config gives
-    one) and the key the crypto store is pickled with."""
+    """A device of the bot's account: its id and its access token (empty when the config
+    gives one)."""
 
     device_id: str
     access_token: str
-    pickle_key: str
 
 
 class AccountState:
@@ -45,19 +45,26 @@ class AccountState:
     def device(self) -> Device | None:
         try:
             data = json.loads((self.folder / "device.json").read_text())
-            return Device(
-                str(data["device_id"]), str(data["access_token"]), str(data["pickle_key"])
-            )
+            return Device(str(data["device_id"]), str(data["access_token"]))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def save_device(self, device_id: str, access_token: str, pickle_key: str = "") -> Device:
-        device = Device(device_id, access_token, pickle_key or secrets.token_urlsafe(32))
+    def save_device(self, device_id: str, access_token: str) -> Device:
+        device = Device(device_id, access_token)
         _write_private(self.prepare() / "device.json", json.dumps(asdict(device)))
         return device
 
-    def forget_device(self) -> None:
-        (self.folder / "device.json").unlink(missing_ok=True)
+    def pickle_key(self) -> str:
+        """The crypto store's key: made the first time, the same ever after."""
+        path = self.prepare() / "pickle_key"
+        try:
+            kept = path.read_text().strip()
+        except FileNotFoundError:
+            kept = ""
+        if not kept:
+            kept = secrets.token_urlsafe(32)
+            _write_private(path, kept)
+        return kept
 
     # -- the sync position -----------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
@@ -218,25 +219,36 @@ async def test_a_long_reply_arrives_in_order_in_balanced_chunks(
         assert steps == list(range(400))
 
 
-async def test_a_restart_answers_what_came_while_down_and_nothing_twice(
+async def test_a_restart_answers_what_came_while_down_and_nothing_twice_as_the_same_device(
     tmp_path: Path,
     model: FakeAnthropic,
     synapse_server: SynapseServer,
     bot: MatrixUser,
     alice: MatrixUser,
 ) -> None:
+    by_password = {"access_token": "", "password": bot.password}  # the device is kept
     async with Person(synapse_server, alice, tmp_path / "alice", encrypted=True) as person:
-        async with daemon(tmp_path, model, synapse_server, bot, [alice.user_id]):
+        async with daemon(tmp_path, model, synapse_server, bot, [alice.user_id], **by_password):
             room = await person.open_dm(bot.user_id, encrypted=True)
             await person.say(room, "one")
             await person.wait(lambda: person.texts(room) == ["echo: one"])
         await person.say(room, "two")  # sent while Perch is down
-        async with daemon(tmp_path, model, synapse_server, bot, [alice.user_id]):
+        async with daemon(tmp_path, model, synapse_server, bot, [alice.user_id], **by_password):
             await person.wait(lambda: person.texts(room) == ["echo: one", "echo: two"])
             await person.say(room, "three")
             await person.wait(lambda: len(person.texts(room)) == 3)
         assert person.texts(room) == ["echo: one", "echo: two", "echo: three"]
         assert [last_user_text(r) for r in model.requests] == ["one", "two", "three"]
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(
+            f"{synapse_server.url}/_matrix/client/v3/devices",
+            headers={"Authorization": f"Bearer {bot.access_token}"},
+        ) as response,
+    ):
+        devices = (await response.json())["devices"]
+    # the registration's, and the one Perch logged in once and came back as
+    assert sorted(d.get("display_name") or "" for d in devices) == ["", "Perch"]
 
 
 async def test_doctor_checks_the_token_live(
