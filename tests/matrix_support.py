@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,8 @@ class Person:
         self.client.restore_login(user.user_id, user.device_id, user.access_token)
         self.shown: dict[str, list[Seen]] = {}  # room -> the bot's messages, in order
         self.undecryptable: list[str] = []
+        self.reactions: dict[str, str] = {}  # the bot's reaction event -> "emoji on event"
+        self.files: list[dict[str, Any]] = []  # the contents of the bot's file messages
         self._bot = ""
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -62,6 +65,9 @@ class Person:
     async def __aenter__(self) -> Person:
         self.client.add_event_callback(self._on_text, nio.RoomMessageText)  # type: ignore[arg-type]
         self.client.add_event_callback(self._on_megolm, nio.MegolmEvent)  # type: ignore[arg-type]
+        self.client.add_event_callback(self._on_reaction, nio.ReactionEvent)  # type: ignore[arg-type]
+        self.client.add_event_callback(self._on_redaction, nio.RedactionEvent)  # type: ignore[arg-type]
+        self.client.add_event_callback(self._on_file, nio.RoomMessageMedia)  # type: ignore[arg-type]
         self.client.add_response_callback(self._on_sync, nio.SyncResponse)  # type: ignore[arg-type]
         self._task = asyncio.create_task(self.client.sync_forever(timeout=500, full_state=True))
         await self.client.synced.wait()
@@ -145,6 +151,34 @@ class Person:
         else:
             messages.append(Seen(event.event_id, event.body, dict(relation), event.decrypted))
         self._changed.set()
+
+    async def _on_reaction(self, room: nio.MatrixRoom, event: nio.ReactionEvent) -> None:
+        if event.sender == self._bot:
+            self.reactions[event.event_id] = f"{event.key} on {event.reacts_to}"
+            self._changed.set()
+
+    async def _on_redaction(self, room: nio.MatrixRoom, event: nio.RedactionEvent) -> None:
+        if event.sender == self._bot:
+            self.reactions.pop(event.redacts, None)
+            self._changed.set()
+
+    async def _on_file(self, room: nio.MatrixRoom, event: nio.RoomMessageMedia) -> None:
+        if event.sender == self._bot:
+            self.files.append(event.source.get("content", {}))
+            self._changed.set()
+
+    async def upload(self, data: bytes, media_type: str, name: str) -> str:
+        """Put a file in the media repository; its `mxc://` address."""
+        uploaded, _ = await self.client.upload(
+            io.BytesIO(data), content_type=media_type, filename=name, filesize=len(data)
+        )
+        assert isinstance(uploaded, nio.UploadResponse), uploaded
+        return str(uploaded.content_uri)
+
+    async def download(self, mxc: str) -> bytes:
+        got = await self.client.download(mxc)
+        assert isinstance(got, nio.MemoryDownloadResponse), got
+        return bytes(got.body)
 
     async def _on_megolm(self, room: nio.MatrixRoom, event: nio.MegolmEvent) -> None:
         self.undecryptable.append(event.event_id)

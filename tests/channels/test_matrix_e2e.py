@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import nio
 import pytest
 import yaml
 
@@ -308,3 +309,46 @@ async def test_onboard_sets_matrix_up_and_checks_the_token_live(
     assert data["access_token"] == "${MATRIX_ACCESS_TOKEN:-}"
     assert f"MATRIX_ACCESS_TOKEN={bot.access_token}" in env_file.read_text()
     assert bot.access_token not in config.read_text()
+
+
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d4944415478da63f8cfc0f01f0005000201e2d3b39a0000000049454e44ae426082"
+)
+
+
+async def test_an_image_reaches_the_model_under_an_ack_reaction_and_a_file_comes_back(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+) -> None:
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "notes.txt").write_text("the notes")
+    model.queue(Reply.tool_use([("send_file", {"path": "notes.txt"})]), Reply.text("Sent."))
+    async with (
+        daemon(tmp_path, model, synapse_server, bot, [alice.user_id], ack_reaction="👀"),
+        Person(synapse_server, alice, tmp_path / "alice") as person,
+    ):
+        room = await person.open_dm(bot.user_id, encrypted=False)
+        mxc = await person.upload(PNG, "image/png", "dot.png")
+        content = {
+            "msgtype": "m.image",
+            "body": "what is this?",
+            "filename": "dot.png",
+            "url": mxc,
+            "info": {"mimetype": "image/png", "size": len(PNG)},
+        }
+        asked = await person.client.room_send(room, "m.room.message", content)
+        assert isinstance(asked, nio.RoomSendResponse)
+        await person.wait(lambda: f"👀 on {asked.event_id}" in person.reactions.values())
+        await person.wait(lambda: person.texts(room) == ["Sent."])
+        await person.wait(lambda: not person.reactions)  # taken off once answered
+        blocks = model.requests[0]["messages"][-1]["content"]
+        [image] = [b for b in blocks if b.get("type") == "image"]
+        assert image["source"]["media_type"] == "image/png"
+        assert "what is this?" in last_user_text(model.requests[0])
+        [sent] = person.files
+        assert sent["msgtype"] == "m.file" and sent["filename"] == "notes.txt"
+        assert await person.download(sent["url"]) == b"the notes"
