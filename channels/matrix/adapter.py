@@ -13,8 +13,7 @@ Decisions:
   `/sync` after a start asks for the rooms' full state (members, encryption) with the saved
   position; a fresh account's first `/sync` hands on nothing (older history is not answered).
 - Between syncs, as Element does: to-device messages out, one-time keys up, device lists
-  queried, Olm sessions claimed. With `device_trust: tofu` every device is trusted the first
-  time its keys are seen (a new device of an allowed person is answered).
+  queried, Olm sessions claimed, and the devices `device_trust` trusts marked (`trust.py`).
 - A refused token or password stops retrying, with a status line saying what to fix; any
   other failure retries with backoff (1 s doubling to 60 s).
 """
@@ -48,6 +47,7 @@ from channels.matrix.media import MatrixMedia
 from channels.matrix.options import MatrixOptions
 from channels.matrix.state import AccountState
 from channels.matrix.stream import MatrixReplyStream
+from channels.matrix.trust import DeviceTrust
 from channels.reconnect import Backoff, connect_until_up
 
 __all__ = ["MatrixChannel", "MatrixDeliveryError", "MatrixOptions"]
@@ -73,7 +73,10 @@ class MatrixChannel:
         self._tasks = BackgroundTasks(log, "matrix")
         self.delivery = MatrixDelivery(options, lambda: self._client)
         self.media = MatrixMedia(options, self.delivery)
-        self.inbound = MatrixInbound(options, self.delivery, self.media, self._is_direct)
+        self._trust = DeviceTrust(options, self._state)
+        self.inbound = MatrixInbound(
+            options, self.delivery, self.media, self._is_direct, self._admits
+        )
         if options.encryption and not encryption_available():
             log.error(
                 "matrix: encryption is on but matrix-nio's e2e extra is not installed "
@@ -194,17 +197,12 @@ class MatrixChannel:
         await client.send_to_device_messages()
         if client.should_upload_keys:
             await client.keys_upload()
-        if client.should_query_keys:
+        queried = client.should_query_keys
+        if queried:
             await client.keys_query()
         if client.should_claim_keys:
             await client.keys_claim(client.get_users_for_key_claiming())
-        if self._options.device_trust == "tofu":
-            for device in client.device_store:
-                if not (device.verified or device.blacklisted or device.deleted):
-                    client.verify_device(device)
-                    log.info(
-                        "matrix: trusting %s's device %s on first use", device.user_id, device.id
-                    )
+        await self._trust.settle(client, fresh=queried)
 
     async def _on_undecryptable(self, room: nio.MatrixRoom, event: nio.MegolmEvent) -> None:
         client = self._client
@@ -213,6 +211,10 @@ class MatrixChannel:
                 self.inbound.note_encrypted_room(room.room_id)
             return
         await self.inbound.on_undecryptable(room, event)
+
+    async def _admits(self, event: nio.Event) -> bool:
+        client = self._client
+        return client is not None and await self._trust.admits(client, event)
 
     def _is_direct(self, room_id: str) -> bool:
         return self._invites is not None and room_id in self._invites.direct_rooms

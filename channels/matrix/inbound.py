@@ -5,7 +5,7 @@ Decisions:
 - Ignored: the bot's own messages, notices (`m.notice`: what bots send, so two bots never
   loop), edits (`m.replace`), redactions and reactions (not messages), a message seen
   before, everything in the first `/sync` of a fresh account (history from before Perch ran),
-  and with `device_trust: verified` a message from a device nobody verified.
+  and a message from a device `device_trust` does not trust (`trust.py`).
 - A message nio could not decrypt (no room key yet) is logged with the room and sender, and
   the key is asked for from the sender's devices; it is not answered.
 - `ChatRef`: a DM (a room invited to as `is_direct`, or any two-member room) has the sender's
@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nio
@@ -41,7 +41,8 @@ _TEXT_TYPES = (nio.RoomMessageText, nio.RoomMessageEmote)
 
 class MatrixInbound:
     """The receiving side of one account: `on_message` and `on_undecryptable` are nio's
-    event callbacks; `is_direct(room_id)` says which rooms were invited to as DMs."""
+    event callbacks; `is_direct(room_id)` says which rooms were invited to as DMs, and
+    `admits(event)` whether an encrypted message's device is trusted."""
 
     def __init__(
         self,
@@ -49,11 +50,13 @@ class MatrixInbound:
         delivery: MatrixDelivery,
         media: MatrixMedia,
         is_direct: Callable[[str], bool],
+        admits: Callable[[nio.Event], Awaitable[bool]],
     ) -> None:
         self._options = options
         self._delivery = delivery
         self._media = media
         self._is_direct = is_direct
+        self._admits = admits
         self.account = options.user_id
         self.catching_up = False
         self._on_message: InboundHandler | None = None
@@ -78,14 +81,7 @@ class MatrixInbound:
         self._seen[event.event_id] = None
         while len(self._seen) > _SEEN_LIMIT:
             self._seen.popitem(last=False)
-        if self._options.device_trust == "verified" and event.decrypted and not event.verified:
-            log.warning(
-                "matrix: message %s in %s from %s comes from a device nobody verified; not "
-                "answered (device_trust: verified)",
-                event.event_id,
-                room.room_id,
-                event.sender,
-            )
+        if not await self._admits(event):
             return
         try:
             inbound = await self._read(room, event, content, relation)

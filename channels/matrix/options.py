@@ -25,9 +25,9 @@ class MatrixOptions(ChannelPolicy):
     `access_token` (the device's token, from Element or a login) or `password` (Perch logs in
     once as `device_name` and keeps the device it gets in its state directory). `encryption`
     makes the bot read and write end-to-end encrypted rooms, with its keys in the state
-    directory; `device_trust` says whose devices it answers and shares keys with: `tofu` (trust
-    on first use: a device is trusted the first time it is seen) or `verified` (only devices
-    verified beforehand). `auto_thread` answers a room mention in a thread started from it
+    directory; `device_trust` says whose devices it answers: `tofu` (trust on first use: a
+    device is trusted the first time it is seen) or `cross_signing` (a device its owner
+    verified with their cross-signing identity, pinned on first sight; see `trust.py`). `auto_thread` answers a room mention in a thread started from it
     (one session per thread). The tuning knobs below rarely need changing; tests shorten them.
     """
 
@@ -37,7 +37,7 @@ class MatrixOptions(ChannelPolicy):
     password: Secret = ""
     device_name: str = "Perch"
     encryption: bool = True
-    device_trust: Literal["tofu", "verified"] = "tofu"
+    device_trust: Literal["tofu", "cross_signing"] = "tofu"
     auto_thread: bool = True
     chunk_limit: Annotated[int, Field(ge=100, le=30_000)] = 4000
     stream_interval: Annotated[float, Field(gt=0)] = 1.5  # edits within Synapse's rc_message

@@ -3,6 +3,7 @@
 `AccountState` owns one account's folder (`<state>/matrix/<user>/`, mode 0700): the crypto
 store nio keeps there (SQLite: Olm and Megolm sessions, device keys, trust), `device.json`
 (the device a password login made and its token; mode 0600),
+`identities.json` (each person's cross-signing master key, pinned the first time it is seen),
 `pickle_key` (what the crypto store is encrypted with, made once; mode 0600), and
 `sync_token` (the last `/sync` position whose events were all handed on, so nothing is
 answered twice across a restart, and nothing missed while down is lost).
@@ -65,6 +66,19 @@ class AccountState:
             kept = secrets.token_urlsafe(32)
             _write_private(path, kept)
         return kept
+
+    # -- the people's cross-signing identities, pinned on first sight -----------------------
+
+    def identities(self) -> dict[str, str]:
+        """User id -> the master key first seen for them."""
+        try:
+            data = json.loads((self.folder / "identities.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def save_identities(self, identities: dict[str, str]) -> None:
+        _write_private(self.prepare() / "identities.json", json.dumps(identities, sort_keys=True))
 
     # -- the sync position -----------------------------------------------------------------
 
