@@ -7,6 +7,7 @@ live check. Skipped, saying why, where there is no Synapse (`make synapse` makes
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,8 +24,10 @@ from bot.operator.doctor import run_checks
 from channels.chunking import parse_fence
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.harness import make_config
+from tests.matrix_identity import Identity, public
 from tests.matrix_server import MatrixUser, SynapseServer, register, synapse_server
 from tests.matrix_support import Person
+from tests.waiting import eventually
 
 __all__ = ["synapse_server"]  # the session's Synapse, a fixture
 
@@ -352,3 +355,32 @@ async def test_an_image_reaches_the_model_under_an_ack_reaction_and_a_file_comes
         [sent] = person.files
         assert sent["msgtype"] == "m.file" and sent["filename"] == "notes.txt"
         assert await person.download(sent["url"]) == b"the notes"
+
+
+async def test_with_cross_signing_only_a_device_its_owner_signed_is_answered(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "channels.matrix")
+    strict = {"device_trust": "cross_signing"}
+    async with (
+        daemon(tmp_path, model, synapse_server, bot, [alice.user_id], **strict),
+        Person(synapse_server, alice, tmp_path / "alice", encrypted=True) as person,
+    ):
+        room = await person.open_dm(bot.user_id, encrypted=True)
+        await person.say(room, "from a device nobody signed")
+        await eventually(lambda: "not verified with cross-signing" in caplog.text, 20)
+        identity = Identity(alice.user_id)
+        await identity.publish(
+            synapse_server.url, alice.access_token, alice.password, alice.device_id
+        )
+        await person.say(room, "from a signed device")
+        await person.wait(lambda: person.texts(room) == ["echo: from a signed device"])
+        assert [last_user_text(r) for r in model.requests] == ["from a signed device"]
+        assert f"trusting {alice.user_id}'s device {alice.device_id} (cross-signed)" in caplog.text
+    [pins] = (tmp_path / "data" / "matrix").glob("*/identities.json")
+    assert public(identity.master) in pins.read_text()
