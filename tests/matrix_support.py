@@ -58,6 +58,7 @@ class Person:
         self.undecryptable: list[str] = []
         self.reactions: dict[str, str] = {}  # the bot's reaction event -> "emoji on event"
         self.files: list[dict[str, Any]] = []  # the contents of the bot's file messages
+        self.memberships: list[tuple[str, str, str]] = []  # (room, user, membership)
         self._bot = ""
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -68,6 +69,7 @@ class Person:
         self.client.add_event_callback(self._on_reaction, nio.ReactionEvent)  # type: ignore[arg-type]
         self.client.add_event_callback(self._on_redaction, nio.RedactionEvent)  # type: ignore[arg-type]
         self.client.add_event_callback(self._on_file, nio.RoomMessageMedia)  # type: ignore[arg-type]
+        self.client.add_event_callback(self._on_member, nio.RoomMemberEvent)  # type: ignore[arg-type]
         self.client.add_response_callback(self._on_sync, nio.SyncResponse)  # type: ignore[arg-type]
         self._task = asyncio.create_task(self.client.sync_forever(timeout=500, full_state=True))
         await self.client.synced.wait()
@@ -83,7 +85,7 @@ class Person:
     def watch(self, bot_id: str) -> None:
         self._bot = bot_id
 
-    async def wait(self, condition: Any, timeout: float = 20.0) -> None:
+    async def wait(self, condition: Any, timeout: float = 30.0) -> None:
         """Return once `condition()` holds (checked after each sync and event)."""
         try:
             async with asyncio.timeout(timeout):
@@ -117,8 +119,8 @@ class Person:
         return made.room_id
 
     def joined(self, room_id: str, user_id: str) -> bool:
-        room = self.client.rooms.get(room_id)
-        return room is not None and user_id in room.users
+        """True once `user_id`'s join reached this client (nio lists the invited as users)."""
+        return (room_id, user_id, "join") in self.memberships
 
     async def say(self, room_id: str, text: str, **extra: Any) -> str:
         content: dict[str, Any] = {"msgtype": "m.text", "body": text, **extra}
@@ -166,6 +168,10 @@ class Person:
         if event.sender == self._bot:
             self.files.append(event.source.get("content", {}))
             self._changed.set()
+
+    async def _on_member(self, room: nio.MatrixRoom, event: nio.RoomMemberEvent) -> None:
+        self.memberships.append((room.room_id, event.state_key, event.membership))
+        self._changed.set()
 
     async def upload(self, data: bytes, media_type: str, name: str) -> str:
         """Put a file in the media repository; its `mxc://` address."""

@@ -100,9 +100,40 @@ async def test_an_unencrypted_dm_is_answered(
         Person(synapse_server, alice, tmp_path / "alice") as person,
     ):
         room = await person.open_dm(bot.user_id, encrypted=False)
-        await person.say(room, "hello bot")
+        first = await person.say(room, "hello bot")
         await person.wait(lambda: person.texts(room) == ["echo: hello bot"])
         assert not person.shown[room][0].encrypted
+        edit = {"rel_type": "m.replace", "event_id": first}
+        new = {"msgtype": "m.text", "body": "hello bot!"}
+        await person.say(room, "* hello bot!", **{"m.new_content": new, "m.relates_to": edit})
+        await person.client.room_redact(room, first)
+        await person.client.room_send(
+            room, "m.room.message", {"msgtype": "m.notice", "body": "a bot"}
+        )
+        await person.say(room, "still there?")  # edits, redactions and notices are not answered
+        await person.wait(lambda: len(person.texts(room)) == 2)
+        assert person.texts(room) == ["echo: hello bot", "echo: still there?"]
+        assert len(model.requests) == 2
+
+
+async def test_an_invitation_the_access_policy_refuses_is_declined(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+) -> None:
+    stranger = register(synapse_server, "eve", "Eve")
+    async with (
+        daemon(tmp_path, model, synapse_server, bot, [alice.user_id]),
+        Person(synapse_server, stranger, tmp_path / "eve") as person,
+    ):
+        room = await person.open_room("not listed", [bot.user_id])
+        await person.wait(lambda: (room, bot.user_id, "leave") in person.memberships)
+        dm = await person.client.room_create(is_direct=True, invite=[bot.user_id])
+        assert isinstance(dm, nio.RoomCreateResponse)  # dm_policy allowlist: declined too
+        await person.wait(lambda: (dm.room_id, bot.user_id, "leave") in person.memberships)
+        assert (room, bot.user_id, "join") not in person.memberships
 
 
 async def test_an_encrypted_dm_is_answered_and_the_reply_decrypts(
@@ -164,6 +195,10 @@ async def test_a_room_mention_is_answered_in_its_thread_and_the_rest_is_context(
             await person.say(room, "Perch: thanks", **{"m.mentions": {"user_ids": [bot.user_id]}})
             await person.wait(lambda: len(person.texts(room)) == 3)
             assert len(model.requests) == 3
+            reply = {"m.relates_to": {"m.in_reply_to": {"event_id": answer.event_id}}}
+            await other.say(room, "is that so?", **reply)  # a reply to the bot addresses it
+            await person.wait(lambda: len(person.texts(room)) == 4)
+            assert last_user_text(model.requests[-1]).endswith("is that so?")
 
 
 async def test_stop_mid_reply_stops_it_and_says_so(
