@@ -7,6 +7,7 @@ live check. Skipped, saying why, where there is no Synapse (`make synapse` makes
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,10 +24,12 @@ from bot.operator.cli import main
 from bot.operator.doctor import run_checks
 from channels.chunking import parse_fence
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
+from tests.fakes.openai_audio import FakeOpenAIAudio
 from tests.harness import make_config
 from tests.matrix_identity import Identity, public
 from tests.matrix_server import MatrixUser, SynapseServer, register, synapse_server
 from tests.matrix_support import Person
+from tests.media_support import transcription_config, user_text
 from tests.waiting import eventually
 
 __all__ = ["synapse_server"]  # the session's Synapse, a fixture
@@ -76,9 +79,10 @@ async def daemon(
     server: SynapseServer,
     bot: MatrixUser,
     allowed: list[str],
+    extra: dict[str, Any] | None = None,
     **options: Any,
 ) -> AsyncIterator[Daemon]:
-    settings = matrix_settings(server, bot, allowed, **options)
+    settings = {**matrix_settings(server, bot, allowed, **options), **(extra or {})}
     running = Daemon(make_config(tmp_path, model.base_url, settings))
     await running.start()
     try:
@@ -419,3 +423,46 @@ async def test_with_cross_signing_only_a_device_its_owner_signed_is_answered(
         assert f"trusting {alice.user_id}'s device {alice.device_id} (cross-signed)" in caplog.text
     [pins] = (tmp_path / "data" / "matrix").glob("*/identities.json")
     assert public(identity.master) in pins.read_text()
+
+
+async def test_an_encrypted_voice_message_is_decrypted_and_transcribed(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+) -> None:
+    voice = b"OggS" + bytes(range(200))
+    async with FakeOpenAIAudio() as stt:
+        stt.transcripts[voice] = "call mum at six"
+        async with (
+            daemon(
+                tmp_path,
+                model,
+                synapse_server,
+                bot,
+                [alice.user_id],
+                transcription_config(stt),
+            ),
+            Person(synapse_server, alice, tmp_path / "alice", encrypted=True) as person,
+        ):
+            room = await person.open_dm(bot.user_id, encrypted=True)
+            uploaded, keys = await person.client.upload(
+                io.BytesIO(voice), "audio/ogg", "voice.ogg", encrypt=True, filesize=len(voice)
+            )
+            assert isinstance(uploaded, nio.UploadResponse) and keys is not None
+            content = {
+                "msgtype": "m.audio",
+                "body": "Voice message",
+                "file": {**keys, "url": uploaded.content_uri},
+                "info": {"mimetype": "audio/ogg", "size": len(voice), "duration": 2000},
+                "org.matrix.msc3245.voice": {},
+            }
+            sent = await person.client.room_send(
+                room, "m.room.message", content, ignore_unverified_devices=True
+            )
+            assert isinstance(sent, nio.RoomSendResponse)
+            await person.wait(lambda: len(person.texts(room)) == 1)
+            [request] = stt.requests
+            assert request.data == voice  # what the homeserver held was ciphertext
+            assert "[voice transcript] call mum at six" in user_text(model.requests[-1])
