@@ -59,6 +59,7 @@ class Person:
         self.reactions: dict[str, str] = {}  # the bot's reaction event -> "emoji on event"
         self.files: list[dict[str, Any]] = []  # the contents of the bot's file messages
         self.memberships: list[tuple[str, str, str]] = []  # (room, user, membership)
+        self.invited: list[str] = []  # rooms this person was invited to
         self._bot = ""
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -70,6 +71,7 @@ class Person:
         self.client.add_event_callback(self._on_redaction, nio.RedactionEvent)  # type: ignore[arg-type]
         self.client.add_event_callback(self._on_file, nio.RoomMessageMedia)  # type: ignore[arg-type]
         self.client.add_event_callback(self._on_member, nio.RoomMemberEvent)  # type: ignore[arg-type]
+        self.client.add_event_callback(self._on_invite, nio.InviteMemberEvent)  # type: ignore[arg-type]
         self.client.add_response_callback(self._on_sync, nio.SyncResponse)  # type: ignore[arg-type]
         self._task = asyncio.create_task(self.client.sync_forever(timeout=500, full_state=True))
         await self.client.synced.wait()
@@ -172,6 +174,13 @@ class Person:
     async def _on_member(self, room: nio.MatrixRoom, event: nio.RoomMemberEvent) -> None:
         self.memberships.append((room.room_id, event.state_key, event.membership))
         self._changed.set()
+
+    async def _on_invite(self, room: nio.MatrixRoom, event: nio.InviteMemberEvent) -> None:
+        if event.state_key == self.user.user_id and event.membership == "invite":
+            self.invited.append(room.room_id)
+            if event.sender == self._bot:
+                await self.client.join(room.room_id)  # the bot's own invitation: accepted
+            self._changed.set()
 
     async def upload(self, data: bytes, media_type: str, name: str) -> str:
         """Put a file in the media repository; its `mxc://` address."""

@@ -71,7 +71,8 @@ class MatrixChannel:
         self._supervisor: asyncio.Task[None] | None = None
         self._first_sync = asyncio.Event()
         self._tasks = BackgroundTasks(log, "matrix")
-        self.delivery = MatrixDelivery(options, lambda: self._client)
+        self._sync_done = asyncio.Condition()
+        self.delivery = MatrixDelivery(options, lambda: self._client, self._next_sync)
         self.media = MatrixMedia(options, self.delivery)
         self._trust = DeviceTrust(options, self._state)
         self.inbound = MatrixInbound(
@@ -182,6 +183,8 @@ class MatrixChannel:
                     )
                 raise ConnectionError(f"/sync failed: {response}")
             self._state.save_sync_token(response.next_batch)
+            async with self._sync_done:
+                self._sync_done.notify_all()
             if first:
                 first = False
                 self.inbound.catching_up = False
@@ -211,6 +214,11 @@ class MatrixChannel:
                 self.inbound.note_encrypted_room(room.room_id)
             return
         await self.inbound.on_undecryptable(room, event)
+
+    async def _next_sync(self) -> None:
+        """Return after the next `/sync` response has been handled."""
+        async with self._sync_done:
+            await self._sync_done.wait()
 
     async def _admits(self, event: nio.Event) -> bool:
         client = self._client

@@ -5,7 +5,8 @@ per-chat send order, edits and redactions for previews, typing and read receipts
 Decisions:
 - Where an answer goes: a DM to the room the user wrote from (remembered per user); a user
   the bot has no room with yet (a cron job, the `message` tool) gets the two-member room
-  they share, else a new direct room the bot creates and invites them to. A group chat's
+  they share, else a new direct room the bot creates (encrypted when encryption is on) and
+  invites them to; it is used once the next `/sync` brings it back. A group chat's
   answer goes to its room; with a `thread_id`, into that thread (`m.thread`, replying to
   the message that asked, so clients without threads show it as a reply).
 - Chunks: `split_markdown` at `chunk_limit` (4,000 characters: one screen in Element; an
@@ -19,9 +20,11 @@ Decisions:
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -37,6 +40,7 @@ from channels.typing import keep_typing
 log = logging.getLogger("channels.matrix")
 
 _REMEMBERED = 4096
+_NEW_ROOM_WAIT = 15.0  # seconds for a room the bot made to come back in a /sync
 
 
 class MatrixDeliveryError(RuntimeError):
@@ -51,9 +55,15 @@ def render_chunks(text: str, limit: int) -> list[MatrixText]:
 class MatrixDelivery:
     """The sending side of one account; `client()` is the logged-in client or None."""
 
-    def __init__(self, options: MatrixOptions, client: Callable[[], nio.AsyncClient | None]):
+    def __init__(
+        self,
+        options: MatrixOptions,
+        client: Callable[[], nio.AsyncClient | None],
+        synced: Callable[[], Awaitable[None]],
+    ) -> None:
         self.options = options
         self._client = client
+        self._synced = synced
         self._locks = ChatLocks()
         self._dm_rooms: dict[str, str] = {}
         self.bot_events: collections.OrderedDict[str, None] = collections.OrderedDict()
@@ -93,6 +103,17 @@ class MatrixDelivery:
         )
         if isinstance(made, nio.RoomCreateError):
             raise MatrixDeliveryError(f"could not open a direct room with {user}: {made}")
+        with contextlib.suppress(TimeoutError):  # nio encrypts only for rooms a sync brought
+            async with asyncio.timeout(_NEW_ROOM_WAIT):
+                while made.room_id not in client.rooms:
+                    await self._synced()
+                if client.olm is not None:  # the invited person's devices, to share keys with
+                    await client.joined_members(made.room_id)
+                    while user not in client.olm.tracked_users:
+                        if client.should_query_keys:
+                            await client.keys_query()
+                        else:
+                            await self._synced()
         self._dm_rooms[user] = made.room_id
         return made.room_id
 

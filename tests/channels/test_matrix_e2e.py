@@ -22,6 +22,7 @@ import yaml
 from bot.daemon import Daemon
 from bot.operator.cli import main
 from bot.operator.doctor import run_checks
+from channels.base import ChatRef, Outbound
 from channels.chunking import parse_fence
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.openai_audio import FakeOpenAIAudio
@@ -466,3 +467,23 @@ async def test_an_encrypted_voice_message_is_decrypted_and_transcribed(
             [request] = stt.requests
             assert request.data == voice  # what the homeserver held was ciphertext
             assert "[voice transcript] call mum at six" in user_text(model.requests[-1])
+
+
+async def test_a_message_to_someone_without_a_room_opens_an_encrypted_direct_room(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+) -> None:
+    async with (
+        daemon(tmp_path, model, synapse_server, bot, [alice.user_id]) as running,
+        Person(synapse_server, alice, tmp_path / "alice", encrypted=True) as person,
+    ):
+        person.watch(bot.user_id)
+        chat = ChatRef("matrix", bot.user_id, "dm", alice.user_id)
+        await running.channels["matrix"].send(Outbound(chat, "Your **reminder**: call mum"))
+        await person.wait(lambda: len(person.invited) == 1)
+        [room] = person.invited
+        await person.wait(lambda: person.texts(room) == ["Your **reminder**: call mum"])
+        assert person.shown[room][0].encrypted
