@@ -60,6 +60,8 @@ class Person:
         self.files: list[dict[str, Any]] = []  # the contents of the bot's file messages
         self.memberships: list[tuple[str, str, str]] = []  # (room, user, membership)
         self.invited: list[str] = []  # rooms this person was invited to
+        self.typing: list[tuple[str, bool]] = []  # (room, whether the bot types), as it changed
+        self.read: set[str] = set()  # events the bot marked read
         self._bot = ""
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -73,6 +75,8 @@ class Person:
         self.client.add_event_callback(self._on_member, nio.RoomMemberEvent)  # type: ignore[arg-type]
         self.client.add_event_callback(self._on_invite, nio.InviteMemberEvent)  # type: ignore[arg-type]
         self.client.add_response_callback(self._on_sync, nio.SyncResponse)  # type: ignore[arg-type]
+        self.client.add_ephemeral_callback(self._on_typing, nio.TypingNoticeEvent)  # type: ignore[arg-type]
+        self.client.add_ephemeral_callback(self._on_receipt, nio.ReceiptEvent)  # type: ignore[arg-type]
         self._task = asyncio.create_task(self.client.sync_forever(timeout=500, full_state=True))
         await self.client.synced.wait()
         return self
@@ -173,6 +177,14 @@ class Person:
 
     async def _on_member(self, room: nio.MatrixRoom, event: nio.RoomMemberEvent) -> None:
         self.memberships.append((room.room_id, event.state_key, event.membership))
+        self._changed.set()
+
+    async def _on_typing(self, room: nio.MatrixRoom, event: nio.TypingNoticeEvent) -> None:
+        self.typing.append((room.room_id, self._bot in event.users))
+        self._changed.set()
+
+    async def _on_receipt(self, room: nio.MatrixRoom, event: nio.ReceiptEvent) -> None:
+        self.read.update(r.event_id for r in event.receipts if r.user_id == self._bot)
         self._changed.set()
 
     async def _on_invite(self, room: nio.MatrixRoom, event: nio.InviteMemberEvent) -> None:

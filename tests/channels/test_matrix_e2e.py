@@ -206,7 +206,7 @@ async def test_a_room_mention_is_answered_in_its_thread_and_the_rest_is_context(
             assert last_user_text(model.requests[-1]).endswith("is that so?")
 
 
-async def test_stop_mid_reply_stops_it_and_says_so(
+async def test_stop_mid_reply_stops_it_and_typing_and_read_receipts_show(
     tmp_path: Path,
     model: FakeAnthropic,
     synapse_server: SynapseServer,
@@ -219,10 +219,12 @@ async def test_stop_mid_reply_stops_it_and_says_so(
         Person(synapse_server, alice, tmp_path / "alice") as person,
     ):
         room = await person.open_dm(bot.user_id, encrypted=False)
-        await person.say(room, "tell me everything")
+        asked = await person.say(room, "tell me everything")
         await person.wait(lambda: any("thinking" in t for t in person.texts(room)))
+        await person.wait(lambda: (room, True) in person.typing and asked in person.read)
         await person.say(room, "/stop")
         await person.wait(lambda: "Stopped." in person.texts(room))
+        await person.wait(lambda: person.typing[-1] == (room, False))  # typing ends with the run
         await person.say(room, "/stop")
         await person.wait(lambda: "Nothing to stop." in person.texts(room))
         assert len(model.requests) == 1  # commands never reach the model
