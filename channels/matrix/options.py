@@ -40,7 +40,7 @@ class MatrixOptions(ChannelPolicy):
     device_trust: Literal["tofu", "cross_signing"] = "tofu"
     auto_thread: bool = True
     chunk_limit: Annotated[int, Field(ge=100, le=30_000)] = 4000
-    stream_interval: Annotated[float, Field(gt=0)] = 1.5  # edits within Synapse's rc_message
+    stream_interval: Annotated[float, Field(gt=0)] = 3.0  # see stream.py: Synapse's rc_message
     typing_interval: Annotated[float, Field(gt=0)] = 20.0  # the notice is sent for 30 s
     sync_timeout: Annotated[float, Field(gt=0)] = 30.0  # the long poll of /sync
     connect_timeout: Annotated[float, Field(gt=0)] = 20.0

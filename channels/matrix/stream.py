@@ -4,7 +4,10 @@ finalised into the first chunk.
 
 Each edit is an event the homeserver counts against the sender's message rate (Synapse's
 `rc_message`: 0.2/s with bursts of 10 by default), so the preview is edited at most once per
-`stream_interval` (1.5 s by default).
+`stream_interval`: 3 s by default, which keeps a reply streaming for a minute (20 edits)
+within that budget (10 + 0.2 x 60 = 22). Past it, the homeserver answers 429 with a
+`retry_after_ms`, which nio waits out before trying again: the preview pauses, the reply is
+not lost.
 """
 
 from __future__ import annotations
