@@ -143,6 +143,9 @@ class MatrixChannel:
                 return
             except (aiohttp.ClientError, OSError, TimeoutError, ConnectionError) as exc:
                 self._set_status(False, self._describe(exc, backoff.current))
+            except Exception as exc:  # a library surprise must not end receiving for good
+                log.exception("matrix: the sync loop failed; reconnecting")
+                self._set_status(False, self._describe(exc, backoff.current))
             finally:
                 await self._close_client()
             self._first_sync.set()
