@@ -118,8 +118,10 @@ class Person:
         await self.wait(lambda: self.joined(made.room_id, bot_id))
         return made.room_id
 
-    async def open_room(self, name: str, invite: list[str]) -> str:
-        made = await self.client.room_create(name=name, invite=invite)
+    async def open_room(self, name: str, invite: list[str], *, encrypted: bool = False) -> str:
+        made = await self.client.room_create(
+            name=name, invite=invite, initial_state=[ENCRYPTION] if encrypted else []
+        )
         assert isinstance(made, nio.RoomCreateResponse), made
         await self.wait(lambda: made.room_id in self.client.rooms)
         return made.room_id

@@ -161,20 +161,22 @@ async def test_an_encrypted_dm_is_answered_and_the_reply_decrypts(
     assert list((tmp_path / "data" / "matrix").glob("*/*.db")), "the crypto store is in state"
 
 
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
 async def test_a_room_mention_is_answered_in_its_thread_and_the_rest_is_context(
     tmp_path: Path,
     model: FakeAnthropic,
     synapse_server: SynapseServer,
     bot: MatrixUser,
     alice: MatrixUser,
+    encrypted: bool,
 ) -> None:
     bob = register(synapse_server, "bob", "Bob")
     async with (
-        Person(synapse_server, alice, tmp_path / "alice") as person,
-        Person(synapse_server, bob, tmp_path / "bob") as other,
+        Person(synapse_server, alice, tmp_path / "alice", encrypted=encrypted) as person,
+        Person(synapse_server, bob, tmp_path / "bob", encrypted=encrypted) as other,
     ):
         person.watch(bot.user_id)
-        room = await person.open_room("lunch", [bot.user_id, bob.user_id])
+        room = await person.open_room("lunch", [bot.user_id, bob.user_id], encrypted=encrypted)
         await other.join(room)
         async with daemon(tmp_path, model, synapse_server, bot, [alice.user_id], groups=[room]):
             await person.wait(lambda: person.joined(room, bot.user_id))
@@ -185,6 +187,7 @@ async def test_a_room_mention_is_answered_in_its_thread_and_the_rest_is_context(
             await person.wait(lambda: len(person.texts(room)) == 1)
             [answer] = person.shown[room]
             assert answer.relation["rel_type"] == "m.thread"
+            assert answer.encrypted is encrypted
             assert answer.relation["event_id"] == asked
             asked_text = last_user_text(model.requests[0])
             assert "lunch is at noon" in asked_text and asked_text.endswith("when is lunch?")
@@ -362,7 +365,7 @@ PNG = bytes.fromhex(
 )
 
 
-async def test_an_image_reaches_the_model_under_an_ack_reaction_and_a_file_comes_back(
+async def test_an_image_reaches_the_model_under_an_ack_reaction_files_go_both_ways(
     tmp_path: Path,
     model: FakeAnthropic,
     synapse_server: SynapseServer,
@@ -397,6 +400,18 @@ async def test_an_image_reaches_the_model_under_an_ack_reaction_and_a_file_comes
         [sent] = person.files
         assert sent["msgtype"] == "m.file" and sent["filename"] == "notes.txt"
         assert await person.download(sent["url"]) == b"the notes"
+
+        plan = b"# Plan\n- ship it\n"
+        mxc = await person.upload(plan, "text/markdown", "plan.md")
+        document = {
+            "msgtype": "m.file",
+            "body": "plan.md",
+            "url": mxc,
+            "info": {"mimetype": "text/markdown", "size": len(plan)},
+        }
+        await person.client.room_send(room, "m.room.message", document)
+        await person.wait(lambda: len(person.texts(room)) == 2)
+        assert "[file plan.md]\n# Plan\n- ship it" in user_text(model.requests[-1])
 
 
 async def test_with_cross_signing_only_a_device_its_owner_signed_is_answered(
