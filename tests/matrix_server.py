@@ -5,7 +5,8 @@
 SQLite, the client API only (no federation listener), registration by shared secret only,
 the `rc_*` rate limits raised so tests never wait on them. Without that venv the Matrix tests
 skip, saying why. `register(server, name)` makes a fresh user through
-`/_synapse/admin/v1/register` (HMAC-SHA1 over nonce, name, password, "notadmin").
+`/_synapse/admin/v1/register` (HMAC-SHA1 over nonce, name, password, "notadmin" or
+"admin"); `limit_messages` gives one user a message rate of its own (the admin API).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -171,7 +173,9 @@ def synapse_server() -> Iterator[SynapseServer]:
                 process.wait()
 
 
-def register(server: SynapseServer, name: str, displayname: str = "") -> MatrixUser:
+def register(
+    server: SynapseServer, name: str, displayname: str = "", *, admin: bool = False
+) -> MatrixUser:
     """A fresh user on `server` (name made unique), logged in with one device."""
     username = f"{name}{secrets.token_hex(3)}"
     password = secrets.token_hex(12)
@@ -179,12 +183,13 @@ def register(server: SynapseServer, name: str, displayname: str = "") -> MatrixU
     nonce = _get(endpoint)["nonce"]
     assert isinstance(nonce, str)
     mac = hmac.new(server.shared_secret.encode(), digestmod=hashlib.sha1)
-    mac.update(b"\x00".join([nonce.encode(), username.encode(), password.encode(), b"notadmin"]))
+    role = b"admin" if admin else b"notadmin"
+    mac.update(b"\x00".join([nonce.encode(), username.encode(), password.encode(), role]))
     body: dict[str, object] = {
         "nonce": nonce,
         "username": username,
         "password": password,
-        "admin": False,
+        "admin": admin,
         "mac": mac.hexdigest(),
     }
     if displayname:
@@ -193,3 +198,19 @@ def register(server: SynapseServer, name: str, displayname: str = "") -> MatrixU
     return MatrixUser(
         str(made["user_id"]), password, str(made["access_token"]), str(made["device_id"])
     )
+
+
+def limit_messages(
+    server: SynapseServer, admin: MatrixUser, user_id: str, per_second: float, burst: int
+) -> None:
+    """Give `user_id` a message rate of its own (Synapse's admin API), tighter than the
+    session's raised `rc_message`."""
+    quoted = urllib.parse.quote(user_id)
+    request = urllib.request.Request(
+        f"{server.url}/_synapse/admin/v1/users/{quoted}/override_ratelimit",
+        json.dumps({"messages_per_second": per_second, "burst_count": burst}).encode(),
+        {"Content-Type": "application/json", "Authorization": f"Bearer {admin.access_token}"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200

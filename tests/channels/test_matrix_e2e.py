@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,7 +29,13 @@ from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.openai_audio import FakeOpenAIAudio
 from tests.harness import make_config
 from tests.matrix_identity import Identity, public
-from tests.matrix_server import MatrixUser, SynapseServer, register, synapse_server
+from tests.matrix_server import (
+    MatrixUser,
+    SynapseServer,
+    limit_messages,
+    register,
+    synapse_server,
+)
 from tests.matrix_support import Person
 from tests.media_support import transcription_config, user_text
 from tests.waiting import eventually
@@ -504,3 +511,29 @@ async def test_a_message_to_someone_without_a_room_opens_an_encrypted_direct_roo
         [room] = person.invited
         await person.wait(lambda: person.texts(room) == ["Your **reminder**: call mum"])
         assert person.shown[room][0].encrypted
+
+
+async def test_a_long_reply_under_a_tight_rate_limit_still_arrives_whole_and_in_order(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, "nio")
+    admin = register(synapse_server, "admin", admin=True)
+    limit_messages(synapse_server, admin, bot.user_id, per_second=2, burst=2)
+    paragraphs = [f"Paragraph {i}: " + "words " * 150 for i in range(6)]
+    model.queue(Reply.text("\n\n".join(paragraphs), chunk=300))
+    async with (
+        daemon(tmp_path, model, synapse_server, bot, [alice.user_id], chunk_limit=1000),
+        Person(synapse_server, alice, tmp_path / "alice") as person,
+    ):
+        room = await person.open_dm(bot.user_id, encrypted=False)
+        await person.say(room, "tell me a lot")
+        await person.wait(lambda: "Paragraph 5" in "".join(person.texts(room)), 60)
+        numbers = re.findall(r"Paragraph (\d+):", "\n".join(person.texts(room)))
+        assert numbers == [str(i) for i in range(6)]  # each once, in order
+        assert len(person.texts(room)) >= 6  # more messages than the burst allows at once
+    assert "429" in caplog.text  # the homeserver did refuse some, and they were sent again
