@@ -161,11 +161,13 @@ class MatrixChannel:
         client.add_event_callback(self._on_undecryptable, nio.MegolmEvent)
         client.add_event_callback(invites.on_invite, nio.InviteMemberEvent)
         if client.olm is not None:
-            fingerprint = client.olm.account.identity_keys["ed25519"]
             log.info(
-                "matrix: device %s, session key %s (compare it when you verify the bot in Element)",
+                "matrix: device %s, session key %s (to verify the bot in Element: /verify %s %s %s)",
                 client.device_id,
-                " ".join(fingerprint[i : i + 4] for i in range(0, len(fingerprint), 4)),
+                client.olm.account.identity_keys["ed25519"],
+                client.user_id,
+                client.device_id,
+                client.olm.account.identity_keys["ed25519"],
             )
         return client
 
