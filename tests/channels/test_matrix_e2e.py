@@ -1,103 +1,37 @@
 """Matrix end to end against a real Synapse: the whole daemon, matrix-nio on both sides, the
-fake model. An unencrypted DM answered, an encrypted DM answered with a reply that decrypts,
-a room mention answered in its thread while an unmentioned message is only context, /stop
-mid-reply, a long reply in chunks, a restart that answers nothing twice, and `perch doctor`'s
-live check. Skipped, saying why, where there is no Synapse (`make synapse` makes one)."""
+fake model. An unencrypted DM answered (edits, redactions and notices not), an invitation the
+policy refuses declined, an encrypted DM answered with a reply that decrypts, a room mention
+answered in its thread (plain and encrypted rooms) while unmentioned messages are context,
+/stop mid-reply with typing and read receipts, long replies in chunks (also under a tight
+rate limit), a restart that answers nothing twice, a message that opens a direct room, and
+`perch doctor`'s and `perch onboard`'s live checks. Skipped, saying why, where there is no
+Synapse (`make synapse` makes one)."""
 
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import nio
 import pytest
 import yaml
 
-from bot.daemon import Daemon
 from bot.operator.cli import main
 from bot.operator.doctor import run_checks
 from channels.base import ChatRef, Outbound
 from channels.chunking import parse_fence
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
-from tests.fakes.openai_audio import FakeOpenAIAudio
 from tests.harness import make_config
-from tests.matrix_identity import Identity, public
-from tests.matrix_server import (
-    MatrixUser,
-    SynapseServer,
-    limit_messages,
-    register,
-    synapse_server,
-)
+from tests.matrix_daemon import alice, bot, daemon, matrix_settings, model
+from tests.matrix_server import MatrixUser, SynapseServer, limit_messages, register, synapse_server
 from tests.matrix_support import Person
-from tests.media_support import transcription_config, user_text
-from tests.waiting import eventually
 
-__all__ = ["synapse_server"]  # the session's Synapse, a fixture
+__all__ = ["alice", "bot", "model", "synapse_server"]  # fixtures, used by name
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-async def model() -> AsyncIterator[FakeAnthropic]:
-    async with FakeAnthropic() as server:
-        yield server
-
-
-@pytest.fixture
-def bot(synapse_server: SynapseServer) -> MatrixUser:
-    return register(synapse_server, "perch", "Perch")
-
-
-@pytest.fixture
-def alice(synapse_server: SynapseServer) -> MatrixUser:
-    return register(synapse_server, "alice", "Alice")
-
-
-def matrix_settings(
-    server: SynapseServer, bot: MatrixUser, allowed: list[str], **options: Any
-) -> dict[str, Any]:
-    return {
-        "channels.matrix": {
-            "enabled": True,
-            "homeserver": server.url,
-            "user_id": bot.user_id,
-            "access_token": bot.access_token,
-            "allow_from": allowed,
-            "dm_policy": "allowlist",
-            "stream_interval": 0.2,
-            "typing_interval": 1.0,
-            "sync_timeout": 2.0,
-            **options,
-        }
-    }
-
-
-@asynccontextmanager
-async def daemon(
-    tmp_path: Path,
-    model: FakeAnthropic,
-    server: SynapseServer,
-    bot: MatrixUser,
-    allowed: list[str],
-    extra: dict[str, Any] | None = None,
-    **options: Any,
-) -> AsyncIterator[Daemon]:
-    settings = {**matrix_settings(server, bot, allowed, **options), **(extra or {})}
-    running = Daemon(make_config(tmp_path, model.base_url, settings))
-    await running.start()
-    try:
-        assert running.channels["matrix"].status().up, running.channels["matrix"].status()
-        yield running
-    finally:
-        await running.stop()
 
 
 async def test_an_unencrypted_dm_is_answered(
@@ -275,6 +209,32 @@ async def test_a_long_reply_arrives_in_order_in_balanced_chunks(
         assert steps == list(range(400))
 
 
+async def test_a_long_reply_under_a_tight_rate_limit_still_arrives_whole_and_in_order(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, "nio")
+    admin = register(synapse_server, "admin", admin=True)
+    limit_messages(synapse_server, admin, bot.user_id, per_second=2, burst=2)
+    paragraphs = [f"Paragraph {i}: " + "words " * 150 for i in range(6)]
+    model.queue(Reply.text("\n\n".join(paragraphs), chunk=300))
+    async with (
+        daemon(tmp_path, model, synapse_server, bot, [alice.user_id], chunk_limit=1000),
+        Person(synapse_server, alice, tmp_path / "alice") as person,
+    ):
+        room = await person.open_dm(bot.user_id, encrypted=False)
+        await person.say(room, "tell me a lot")
+        await person.wait(lambda: "Paragraph 5" in "".join(person.texts(room)), 60)
+        numbers = re.findall(r"Paragraph (\d+):", "\n".join(person.texts(room)))
+        assert numbers == [str(i) for i in range(6)]  # each once, in order
+        assert len(person.texts(room)) >= 6  # more messages than the burst allows at once
+    assert "429" in caplog.text  # the homeserver did refuse some, and they were sent again
+
+
 async def test_a_restart_answers_what_came_while_down_and_nothing_twice_as_the_same_device(
     tmp_path: Path,
     model: FakeAnthropic,
@@ -305,6 +265,26 @@ async def test_a_restart_answers_what_came_while_down_and_nothing_twice_as_the_s
         devices = (await response.json())["devices"]
     # the registration's, and the one Perch logged in once and came back as
     assert sorted(d.get("display_name") or "" for d in devices) == ["", "Perch"]
+
+
+async def test_a_message_to_someone_without_a_room_opens_an_encrypted_direct_room(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+) -> None:
+    async with (
+        daemon(tmp_path, model, synapse_server, bot, [alice.user_id]) as running,
+        Person(synapse_server, alice, tmp_path / "alice", encrypted=True) as person,
+    ):
+        person.watch(bot.user_id)
+        chat = ChatRef("matrix", bot.user_id, "dm", alice.user_id)
+        await running.channels["matrix"].send(Outbound(chat, "Your **reminder**: call mum"))
+        await person.wait(lambda: len(person.invited) == 1)
+        [room] = person.invited
+        await person.wait(lambda: person.texts(room) == ["Your **reminder**: call mum"])
+        assert person.shown[room][0].encrypted
 
 
 async def test_doctor_checks_the_token_live(
@@ -364,176 +344,3 @@ async def test_onboard_sets_matrix_up_and_checks_the_token_live(
     assert data["access_token"] == "${MATRIX_ACCESS_TOKEN:-}"
     assert f"MATRIX_ACCESS_TOKEN={bot.access_token}" in env_file.read_text()
     assert bot.access_token not in config.read_text()
-
-
-PNG = bytes.fromhex(
-    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
-    "0000000d4944415478da63f8cfc0f01f0005000201e2d3b39a0000000049454e44ae426082"
-)
-
-
-async def test_an_image_reaches_the_model_under_an_ack_reaction_files_go_both_ways(
-    tmp_path: Path,
-    model: FakeAnthropic,
-    synapse_server: SynapseServer,
-    bot: MatrixUser,
-    alice: MatrixUser,
-) -> None:
-    (tmp_path / "workspace").mkdir()
-    (tmp_path / "workspace" / "notes.txt").write_text("the notes")
-    model.queue(Reply.tool_use([("send_file", {"path": "notes.txt"})]), Reply.text("Sent."))
-    async with (
-        daemon(tmp_path, model, synapse_server, bot, [alice.user_id], ack_reaction="👀"),
-        Person(synapse_server, alice, tmp_path / "alice") as person,
-    ):
-        room = await person.open_dm(bot.user_id, encrypted=False)
-        mxc = await person.upload(PNG, "image/png", "dot.png")
-        content = {
-            "msgtype": "m.image",
-            "body": "what is this?",
-            "filename": "dot.png",
-            "url": mxc,
-            "info": {"mimetype": "image/png", "size": len(PNG)},
-        }
-        asked = await person.client.room_send(room, "m.room.message", content)
-        assert isinstance(asked, nio.RoomSendResponse)
-        await person.wait(lambda: f"👀 on {asked.event_id}" in person.reactions.values())
-        await person.wait(lambda: person.texts(room) == ["Sent."])
-        await person.wait(lambda: not person.reactions)  # taken off once answered
-        blocks = model.requests[0]["messages"][-1]["content"]
-        [image] = [b for b in blocks if b.get("type") == "image"]
-        assert image["source"]["media_type"] == "image/png"
-        assert "what is this?" in last_user_text(model.requests[0])
-        [sent] = person.files
-        assert sent["msgtype"] == "m.file" and sent["filename"] == "notes.txt"
-        assert await person.download(sent["url"]) == b"the notes"
-
-        plan = b"# Plan\n- ship it\n"
-        mxc = await person.upload(plan, "text/markdown", "plan.md")
-        document = {
-            "msgtype": "m.file",
-            "body": "plan.md",
-            "url": mxc,
-            "info": {"mimetype": "text/markdown", "size": len(plan)},
-        }
-        await person.client.room_send(room, "m.room.message", document)
-        await person.wait(lambda: len(person.texts(room)) == 2)
-        assert "[file plan.md]\n# Plan\n- ship it" in user_text(model.requests[-1])
-
-
-async def test_with_cross_signing_only_a_device_its_owner_signed_is_answered(
-    tmp_path: Path,
-    model: FakeAnthropic,
-    synapse_server: SynapseServer,
-    bot: MatrixUser,
-    alice: MatrixUser,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    caplog.set_level(logging.INFO, "channels.matrix")
-    strict = {"device_trust": "cross_signing"}
-    async with (
-        daemon(tmp_path, model, synapse_server, bot, [alice.user_id], **strict),
-        Person(synapse_server, alice, tmp_path / "alice", encrypted=True) as person,
-    ):
-        room = await person.open_dm(bot.user_id, encrypted=True)
-        await person.say(room, "from a device nobody signed")
-        await eventually(lambda: "not verified with cross-signing" in caplog.text, 20)
-        identity = Identity(alice.user_id)
-        await identity.publish(
-            synapse_server.url, alice.access_token, alice.password, alice.device_id
-        )
-        await person.say(room, "from a signed device")
-        await person.wait(lambda: person.texts(room) == ["echo: from a signed device"])
-        assert [last_user_text(r) for r in model.requests] == ["from a signed device"]
-        assert f"trusting {alice.user_id}'s device {alice.device_id} (cross-signed)" in caplog.text
-    [pins] = (tmp_path / "data" / "matrix").glob("*/identities.json")
-    assert public(identity.master) in pins.read_text()
-
-
-async def test_an_encrypted_voice_message_is_decrypted_and_transcribed(
-    tmp_path: Path,
-    model: FakeAnthropic,
-    synapse_server: SynapseServer,
-    bot: MatrixUser,
-    alice: MatrixUser,
-) -> None:
-    voice = b"OggS" + bytes(range(200))
-    async with FakeOpenAIAudio() as stt:
-        stt.transcripts[voice] = "call mum at six"
-        async with (
-            daemon(
-                tmp_path,
-                model,
-                synapse_server,
-                bot,
-                [alice.user_id],
-                transcription_config(stt),
-            ),
-            Person(synapse_server, alice, tmp_path / "alice", encrypted=True) as person,
-        ):
-            room = await person.open_dm(bot.user_id, encrypted=True)
-            uploaded, keys = await person.client.upload(
-                io.BytesIO(voice), "audio/ogg", "voice.ogg", encrypt=True, filesize=len(voice)
-            )
-            assert isinstance(uploaded, nio.UploadResponse) and keys is not None
-            content = {
-                "msgtype": "m.audio",
-                "body": "Voice message",
-                "file": {**keys, "url": uploaded.content_uri},
-                "info": {"mimetype": "audio/ogg", "size": len(voice), "duration": 2000},
-                "org.matrix.msc3245.voice": {},
-            }
-            sent = await person.client.room_send(
-                room, "m.room.message", content, ignore_unverified_devices=True
-            )
-            assert isinstance(sent, nio.RoomSendResponse)
-            await person.wait(lambda: len(person.texts(room)) == 1)
-            [request] = stt.requests
-            assert request.data == voice  # what the homeserver held was ciphertext
-            assert "[voice transcript] call mum at six" in user_text(model.requests[-1])
-
-
-async def test_a_message_to_someone_without_a_room_opens_an_encrypted_direct_room(
-    tmp_path: Path,
-    model: FakeAnthropic,
-    synapse_server: SynapseServer,
-    bot: MatrixUser,
-    alice: MatrixUser,
-) -> None:
-    async with (
-        daemon(tmp_path, model, synapse_server, bot, [alice.user_id]) as running,
-        Person(synapse_server, alice, tmp_path / "alice", encrypted=True) as person,
-    ):
-        person.watch(bot.user_id)
-        chat = ChatRef("matrix", bot.user_id, "dm", alice.user_id)
-        await running.channels["matrix"].send(Outbound(chat, "Your **reminder**: call mum"))
-        await person.wait(lambda: len(person.invited) == 1)
-        [room] = person.invited
-        await person.wait(lambda: person.texts(room) == ["Your **reminder**: call mum"])
-        assert person.shown[room][0].encrypted
-
-
-async def test_a_long_reply_under_a_tight_rate_limit_still_arrives_whole_and_in_order(
-    tmp_path: Path,
-    model: FakeAnthropic,
-    synapse_server: SynapseServer,
-    bot: MatrixUser,
-    alice: MatrixUser,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    caplog.set_level(logging.WARNING, "nio")
-    admin = register(synapse_server, "admin", admin=True)
-    limit_messages(synapse_server, admin, bot.user_id, per_second=2, burst=2)
-    paragraphs = [f"Paragraph {i}: " + "words " * 150 for i in range(6)]
-    model.queue(Reply.text("\n\n".join(paragraphs), chunk=300))
-    async with (
-        daemon(tmp_path, model, synapse_server, bot, [alice.user_id], chunk_limit=1000),
-        Person(synapse_server, alice, tmp_path / "alice") as person,
-    ):
-        room = await person.open_dm(bot.user_id, encrypted=False)
-        await person.say(room, "tell me a lot")
-        await person.wait(lambda: "Paragraph 5" in "".join(person.texts(room)), 60)
-        numbers = re.findall(r"Paragraph (\d+):", "\n".join(person.texts(room)))
-        assert numbers == [str(i) for i in range(6)]  # each once, in order
-        assert len(person.texts(room)) >= 6  # more messages than the burst allows at once
-    assert "429" in caplog.text  # the homeserver did refuse some, and they were sent again

@@ -1,12 +1,24 @@
 """The Matrix cross-signing rule (`channels.matrix.trust.cross_signed`): which devices a
-person's identity vouches for, against a pinned master key, with real Ed25519 signatures."""
+person's identity vouches for, against a pinned master key, with real Ed25519 signatures;
+and `device_trust: cross_signing` end to end on Synapse."""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from channels.matrix.trust import cross_signed
+from tests.fakes.anthropic import FakeAnthropic, last_user_text
+from tests.matrix_daemon import alice, bot, daemon, model
 from tests.matrix_identity import Identity, public, verify
+from tests.matrix_server import MatrixUser, SynapseServer, synapse_server
+from tests.matrix_support import Person
+from tests.waiting import eventually
+
+__all__ = ["alice", "bot", "model", "synapse_server"]  # fixtures, used by name
 
 ALICE = "@alice:example.org"
 
@@ -69,3 +81,33 @@ def test_no_identity_or_nonsense_vouches_for_nothing() -> None:
         "device_keys": {ALICE: {"D": "y"}},
     }
     assert cross_signed(ALICE, nonsense, None, verify).devices == frozenset()
+
+
+@pytest.mark.timeout(120)
+async def test_with_cross_signing_only_a_device_its_owner_signed_is_answered(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "channels.matrix")
+    strict = {"device_trust": "cross_signing"}
+    async with (
+        daemon(tmp_path, model, synapse_server, bot, [alice.user_id], **strict),
+        Person(synapse_server, alice, tmp_path / "alice", encrypted=True) as person,
+    ):
+        room = await person.open_dm(bot.user_id, encrypted=True)
+        await person.say(room, "from a device nobody signed")
+        await eventually(lambda: "not verified with cross-signing" in caplog.text, 20)
+        identity = Identity(alice.user_id)
+        await identity.publish(
+            synapse_server.url, alice.access_token, alice.password, alice.device_id
+        )
+        await person.say(room, "from a signed device")
+        await person.wait(lambda: person.texts(room) == ["echo: from a signed device"])
+        assert [last_user_text(r) for r in model.requests] == ["from a signed device"]
+        assert f"trusting {alice.user_id}'s device {alice.device_id} (cross-signed)" in caplog.text
+    [pins] = (tmp_path / "data" / "matrix").glob("*/identities.json")
+    assert public(identity.master) in pins.read_text()
