@@ -1,5 +1,5 @@
 """Matrix end to end against a real Synapse: the whole daemon, matrix-nio on both sides, the
-fake model. An unencrypted DM answered (edits, redactions and notices not), an invitation the
+fake model. An unencrypted DM answered (edits, redactions and notices not), a stranger paired, an invitation the
 policy refuses declined, an encrypted DM answered with a reply that decrypts, a room mention
 answered in its thread (plain and encrypted rooms) while unmentioned messages are context,
 /stop mid-reply with typing and read receipts, long replies in chunks (also under a tight
@@ -80,6 +80,30 @@ async def test_an_invitation_the_access_policy_refuses_is_declined(
         assert isinstance(dm, nio.RoomCreateResponse)  # dm_policy allowlist: declined too
         await person.wait(lambda: (dm.room_id, bot.user_id, "leave") in person.memberships)
         assert (room, bot.user_id, "join") not in person.memberships
+
+
+async def test_a_stranger_gets_a_pairing_code_and_the_owner_is_told(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+) -> None:
+    eve = register(synapse_server, "eve", "Eve")
+    async with (
+        daemon(tmp_path, model, synapse_server, bot, [alice.user_id], dm_policy="pairing"),
+        Person(synapse_server, alice, tmp_path / "alice") as owner,
+        Person(synapse_server, eve, tmp_path / "eve") as stranger,
+    ):
+        mine = await owner.open_dm(bot.user_id, encrypted=False)
+        room = await stranger.open_dm(bot.user_id, encrypted=False)
+        await stranger.say(room, "who are you?")
+        await stranger.wait(lambda: len(stranger.texts(room)) == 1)
+        assert "pairing code" in stranger.texts(room)[0]
+        await owner.wait(
+            lambda: any("perch pairing approve matrix" in t for t in owner.texts(mine))
+        )
+        assert model.requests == []
 
 
 async def test_an_encrypted_dm_is_answered_and_the_reply_decrypts(
