@@ -1,11 +1,11 @@
 """Matrix end to end against a real Synapse: the whole daemon, matrix-nio on both sides, the
-fake model. An unencrypted DM answered (edits, redactions and notices not), a stranger paired, an invitation the
-policy refuses declined, an encrypted DM answered with a reply that decrypts, a room mention
-answered in its thread (plain and encrypted rooms) while unmentioned messages are context,
-/stop mid-reply with typing and read receipts, long replies in chunks (also under a tight
-rate limit), a restart that answers nothing twice, a message that opens a direct room, and
-`perch doctor`'s and `perch onboard`'s live checks. Skipped, saying why, where there is no
-Synapse (`make synapse` makes one)."""
+fake model. An unencrypted DM answered (edits, redactions and notices not), a stranger
+paired, an invitation the policy refuses declined, an encrypted DM answered with a reply that
+decrypts, a room mention answered in its thread (plain and encrypted rooms) while unmentioned
+messages are context, /stop mid-reply with typing and read receipts, long replies in chunks
+(also under a tight rate limit), a restart that answers nothing twice, a message that opens a
+direct room, and `perch doctor`'s and `perch onboard`'s live checks. Skipped, saying why,
+where there is no Synapse (`make synapse` makes one)."""
 
 from __future__ import annotations
 
