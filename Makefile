@@ -10,8 +10,9 @@ DEV    := $(VENV)/.installed-dev
 CONFIG ?=
 CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG))
 LOWEST := .venv-lowest
+SYNAPSE := .venv-synapse
 
-.PHONY: setup run init test test-lowest lint format typecheck unit docs bench install-service clean
+.PHONY: setup run init test test-lowest lint format typecheck unit docs bench install-service synapse clean
 
 setup: $(DEV)
 
@@ -61,6 +62,17 @@ test-lowest: $(STAMP)
 	$(BIN)/uv pip install --quiet --python $(LOWEST)/bin/python --resolution lowest-direct -e '.[dev]' 'pip>=24'
 	$(LOWEST)/bin/python -m pytest -q -p no:cacheprovider
 
+# A real Matrix homeserver for the Matrix channel's tests (tests/matrix_server.py looks for it
+# here; without it those tests skip). A venv of its own: Synapse's pins must not fight Perch's
+# floors, and `make test-lowest` does not depend on it.
+synapse: $(SYNAPSE)/.installed
+
+$(SYNAPSE)/.installed: | $(STAMP)
+	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet uv
+	$(BIN)/uv venv --quiet --clear --python $(BIN)/python $(SYNAPSE)
+	$(BIN)/uv pip install --quiet --python $(SYNAPSE)/bin/python 'matrix-synapse>=1.120,<2'
+	touch $@
+
 bench: $(DEV)
 	$(BIN)/python -m bench.run_all
 
@@ -68,4 +80,4 @@ install-service:
 	systemd/install.sh
 
 clean:
-	rm -rf $(VENV) $(LOWEST) .pytest_cache .mypy_cache .ruff_cache site
+	rm -rf $(VENV) $(LOWEST) $(SYNAPSE) .pytest_cache .mypy_cache .ruff_cache site

@@ -38,6 +38,7 @@ BUILTIN: tuple[str, ...] = (
     "channels.signal.plugin",
     "channels.discord.plugin",
     "channels.whatsapp.plugin",
+    "channels.matrix.plugin",
     "channels.console",
 )
 

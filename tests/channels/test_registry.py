@@ -95,6 +95,7 @@ def test_the_builtin_plugins_load_in_registry_order_by_module_name() -> None:
         "signal",
         "discord",
         "whatsapp",
+        "matrix",
         "console",
     ]
     assert registry.names()[: len(registry.BUILTIN)] == (
@@ -103,6 +104,7 @@ def test_the_builtin_plugins_load_in_registry_order_by_module_name() -> None:
         "signal",
         "discord",
         "whatsapp",
+        "matrix",
         "console",
     )
 
