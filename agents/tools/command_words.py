@@ -27,8 +27,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-# Tokens that end one simple command (newline included: shlex is told it is not a space).
-_SEPARATORS = {";", "&", "|", "&&", "||", "|&", ";;", "(", ")", "\n", ";&", ";;&"}
+# Characters that end one simple command when they stand outside quotes.
+_SEPARATOR_CHARS = set(";&|()\n")
 # Words that open a compound command or negate one: the command starts after them.
 _KEYWORDS = {"{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done", "while", "until"}
 # Programs that run the command their later words name.
@@ -40,6 +40,7 @@ _WRAPPERS = {
 _SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "fish"}
 _EXPANSION = set("$`{~")
 _HIDDEN_PROGRAM = _EXPANSION | set("*?[")
+_FROM_INPUT = "${words from input}"  # what xargs appends: unknown, so never allowed
 _MAX_DEPTH = 8  # nested sh -c / $(...) deeper than this: unreadable, so asked
 
 
@@ -52,50 +53,62 @@ def simple_commands(line: str) -> list[list[str]] | None:
 def _collect(line: str, found: list[list[str]], depth: int) -> bool:
     if depth > _MAX_DEPTH:
         return False
-    tokens = _tokens(line)
-    if tokens is None:
+    segments = _segments(line)
+    if segments is None:
         return False
-    for word in tokens:  # command substitutions, wherever they stand (quotes included)
-        for inner in _substitutions(word):
-            if not _collect(inner, found, depth + 1):
-                return False
+    for inner in _substitutions(line):  # wherever they stand, quoted or not: asking more is safe
+        if not _collect(inner, found, depth + 1):
+            return False
+    for segment in segments:
+        try:
+            words = shlex.split(segment, comments=False, posix=True)
+        except ValueError:
+            return False
+        while words and words[0] in _KEYWORDS:
+            words = words[1:]
+        if words and not _add(words, found, depth):
+            return False
+    return True
+
+
+def _segments(line: str) -> list[str] | None:
+    """`line` cut at its unquoted separators (`;`, `&`, `|`, `(`, `)`, newline); None if a
+    quote is left open. A redirection stays a word of its command (`2>/dev/null`)."""
+    segments: list[str] = []
     current: list[str] = []
-    skip_next = False
-    for token in tokens:
-        if skip_next:  # the target of a redirection
-            skip_next = False
-            continue
-        if token in _SEPARATORS:
-            if current:
-                if not _add(current, found, depth):
-                    return False
+    quote = ""
+    escaped = False
+    for char in line:
+        if escaped:
+            current.append(char)
+            escaped = False
+        elif char == "\\" and quote != "'":
+            current.append(char)
+            escaped = True
+        elif quote:
+            current.append(char)
+            if char == quote:
+                quote = ""
+        elif char in "'\"":
+            current.append(char)
+            quote = char
+        elif char in _SEPARATOR_CHARS:
+            segments.append("".join(current))
             current = []
-        elif token and set(token) <= set("<>&") and ("<" in token or ">" in token):
-            skip_next = True
-        elif not current and token in _KEYWORDS:
-            continue
         else:
-            current.append(token)
-    return _add(current, found, depth) if current else True
-
-
-def _tokens(line: str) -> list[str] | None:
-    lexer = shlex.shlex(line, posix=True, punctuation_chars="();<>|&\n")
-    lexer.whitespace = " \t\r"
-    lexer.commenters = ""  # a `#` is a word: over-reading a comment only asks more
-    lexer.whitespace_split = True
-    try:
-        return list(lexer)
-    except ValueError:  # no closing quotation / escaped end of line
+            current.append(char)
+    if quote or escaped:
         return None
+    segments.append("".join(current))
+    return [s for s in segments if s.strip()]
 
 
 def _substitutions(word: str) -> list[str]:
-    """The bodies of `$(...)` and backtick substitutions inside one word."""
+    """The bodies of `$(...)`, `<(...)`, `>(...)` and backtick substitutions in a line."""
     bodies: list[str] = []
     i = 0
     while i < len(word):
-        if word.startswith("$(", i):
+        if word[i : i + 2] in ("$(", "<(", ">("):
             depth, j = 1, i + 2
             while j < len(word) and depth:
                 depth += {"(": 1, ")": -1}.get(word[j], 0)
@@ -126,8 +139,9 @@ def _add(words: list[str], found: list[list[str]], depth: int) -> bool:
         if script is not None and not _collect(script, found, depth + 1):
             return False
     if program in _WRAPPERS:  # any later word may be the command it runs
+        fed = [_FROM_INPUT] if program == "xargs" else []  # xargs adds words from its input
         for start in range(1, len(words)):
-            if not _add(words[start:], found, depth + 1):
+            if not _add([*words[start:], *fed], found, depth + 1):
                 return False
     if program == "find":
         for start, word in enumerate(words):
@@ -195,11 +209,17 @@ class CommandPattern:
             return False
         if not self.arguments:
             return True
-        return all(
-            not (_EXPANSION & set(w))
-            and any(fnmatchcase(normalise_word(w), g) for g in self.arguments)
-            for w in words[1:]
-        )
+        operands_only = False  # after `--`, every word is a file, even `-rf`
+        for word in words[1:]:
+            if word == "--" and not operands_only:
+                operands_only = True
+                continue
+            normal = normalise_word(word)
+            operand = operands_only or normal != word or not word.startswith("-") or word == "-"
+            globs = [g for g in self.arguments if not (operand and g.startswith("-"))]
+            if _EXPANSION & set(word) or not any(fnmatchcase(normal, g) for g in globs):
+                return False
+        return True
 
 
 def command_needs_asking(
