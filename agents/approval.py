@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import nullcontext
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
@@ -152,7 +153,8 @@ class ToolGate:
             requester=ctx.requester,
             run_id=ctx.run_id,
         )
-        answer = await ctx.cancel.race(self.approver.ask(request, ctx.cancel))  # Cancelled
+        async with ctx.pause() if ctx.pause is not None else nullcontext():
+            answer = await ctx.cancel.race(self.approver.ask(request, ctx.cancel))  # Cancelled
         if answer.approved:
             return None
         return ToolResult(DENIED.format(reason=answer.reason or "the owner said no"), True)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from agents.approval import ToolGate, ToolRules
 from agents.cache_policy import CachePolicy
 from agents.compaction import CompactionPolicy, Compactor
 from agents.loop import AgentLoop
@@ -30,6 +31,7 @@ from agents.tools.base import ToolRegistry
 from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
 from bot.access import AccessControl
+from bot.approvals.broker import ApprovalBroker
 from bot.budget import Budget
 from bot.cluster.instances import InstanceBeacon
 from bot.cluster.receivers import Cluster, cron_poll_every
@@ -90,6 +92,7 @@ class Parts:
     metrics: MetricsServer | None  # GET /metrics, when metrics.enabled
     web: WebServer | None  # the dashboard, when web.enabled
     index: SearchIndex  # memory notes, conversations and skills, searched by recall and tools
+    approvals: ApprovalBroker  # asks before risky tools; started to deny what a restart left
 
 
 def build(
@@ -106,6 +109,9 @@ def build(
     agent = config.agent
     telemetry = build_telemetry(config, instance_id)
     client = build_router(config, telemetry.observer)
+    # Approvals: the rules every tool call passes, and who they ask (bot/approvals/).
+    approvals = ApprovalBroker(config, store, channels, instance_id)
+    rules = ToolRules.of(agent.tools.policy, agent.exec.ask, agent.exec.allow)
     loop = AgentLoop(
         client,
         agent.model,
@@ -113,6 +119,7 @@ def build(
         max_tokens=agent.max_tokens,
         max_tool_result_chars=agent.max_tool_result_chars,
         observer=telemetry.observer,
+        gate=ToolGate(rules, approvals),
     )
     skills = skill_catalog(config)  # read by the prompt, read_skill and exec alike
     owners = owner_ids(config, channels)  # whose DMs see the memory files
@@ -197,6 +204,7 @@ def build(
         compactor=upkeep.compact_now,
         cancel_children=subagents.cancel_children_of,
         announcements=announcer,
+        approvals=approvals,
     )
     recovery = InboxRecovery(config, store, gateway)
 
@@ -251,4 +259,5 @@ def build(
         metrics=metrics,
         web=web,
         index=index,
+        approvals=approvals,
     )

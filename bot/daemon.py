@@ -142,6 +142,7 @@ class Daemon:
         if recovered:
             log.info("re-running %d message(s) left unfinished by the last run", recovered)
         parts.gateway.start()
+        await parts.approvals.start()  # what a restart left pending is denied, and said so
         self._step = "starting the scheduler"
         await parts.scheduler.start()
         await parts.control.start()

@@ -22,6 +22,7 @@ from agents.prompt import PromptMode
 from bot.access import AccessControl, Verdict
 from bot.cluster.slots import SessionSlots
 from bot.commands import (
+    Approvals,
     BudgetGuard,
     Commands,
     LaneInfo,
@@ -69,13 +70,17 @@ class Gateway:
         compactor: Compactor | None = None,
         cancel_children: Callable[[str], int] = lambda _session: 0,
         announcements: Announcements | None = None,
+        approvals: Approvals | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.runner = runner
         self.channels = channels
         self.access = access
-        self.commands = Commands(self, store, config, models, budget=budget, remote=remote)
+        self.commands = Commands(
+            self, store, config, models, budget=budget, remote=remote, approvals=approvals
+        )
+        self.approvals = approvals
         agent = config.agent
         self.lanes = LaneTable(group_limit=agent.group_max_concurrent, cap=agent.queue.cap)
         self.slots = asyncio.Semaphore(config.agent.max_concurrent_runs)
@@ -109,6 +114,10 @@ class Gateway:
     # -- intake -------------------------------------------------------------------------
 
     async def on_message(self, inbound: Inbound) -> None:
+        if inbound.choice is not None:  # a tap on a card: the approver's answer, not a message
+            if self.approvals is not None:
+                await self.approvals.on_choice(inbound)
+            return
         inbound = well_formed(inbound)
         key = SessionKey.for_chat(self.config.agent.id, inbound.chat)
         inbox_id = await self.store.inbox_add(
