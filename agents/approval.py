@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import json
 import re
-from contextlib import nullcontext
 from collections.abc import Iterable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Any, Literal, Protocol, runtime_checkable
