@@ -5,6 +5,8 @@ left pending is denied at the next start, and the owner is told."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import time
 from collections.abc import AsyncIterator
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot.daemon import Daemon
+from bot.operator.cli import main
 from bot.store.open import open_store
 from bot.store.rows import ApprovalRow
 from tests.approvals.support import (
@@ -67,7 +70,15 @@ def replies_to(sg: FakeSignal, who: str) -> list[str]:
     return [m["message"] for m in sg.sent if m.get("recipients") == [who]]
 
 
-async def test_typed_answers_on_signal(tmp_path: Path, model: FakeAnthropic) -> None:
+async def perch(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = await asyncio.to_thread(main, list(args))
+    return code, capsys.readouterr().out
+
+
+async def test_typed_answers_on_signal(
+    tmp_path: Path, model: FakeAnthropic, capsys: pytest.CaptureFixture[str]
+) -> None:
     first, second = workspace_file(tmp_path, "a.txt"), workspace_file(tmp_path, "b.txt")
     async with FakeSignal(BOT) as sg:
         daemon = Daemon(make_config(tmp_path, model.base_url, signal_settings(sg, "4s")))
@@ -98,8 +109,15 @@ async def test_typed_answers_on_signal(tmp_path: Path, model: FakeAnthropic) -> 
                 ("approved", f"signal:{ALICE}"),
                 ("timeout", ""),
             ]
+            config = str(daemon.config.source)
+            code, out = await perch(capsys, "approvals", "--json", "--config", config)
+            listed = json.loads(out)["approvals"]
+            assert code == 0 and [r["status"] for r in listed] == ["timeout", "approved"]
+            assert listed[1]["summary"] == "rm a.txt" and listed[1]["approver"] == f"signal:{ALICE}"
         finally:
             await daemon.stop()
+        code, out = await perch(capsys, "approvals", "--config", config)  # no daemon: the same
+        assert code == 0 and "rm b.txt" in out and "approved   exec" in out
 
 
 async def test_a_restart_denies_what_was_pending_and_says_so(
