@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from bot.daemon import Daemon
@@ -25,6 +26,7 @@ from tests.approvals.support import (
     script_exec,
     workspace_file,
 )
+from tests.dashboard_support import TOKEN, dashboard_overrides
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.signal import FakeSignal
 from tests.harness import make_config
@@ -124,7 +126,8 @@ async def test_a_restart_denies_what_was_pending_and_says_so(
     tmp_path: Path, model: FakeAnthropic
 ) -> None:
     async with FakeSignal(BOT) as sg:
-        config = make_config(tmp_path, model.base_url, signal_settings(sg, "5m"))
+        settings = {**signal_settings(sg, "5m"), **dashboard_overrides()}
+        config = make_config(tmp_path, model.base_url, settings)
         store = await open_store(config.store_target)  # as a crashed daemon left it
         await store.approval_add(
             ApprovalRow(
@@ -148,6 +151,13 @@ async def test_a_restart_denies_what_was_pending_and_says_so(
             assert "restarted while approval k7m2pq" in told and "rm -rf projects" in told
             [row] = await audit(daemon)
             assert row.status == "restart" and row.decided_at is not None
+            assert daemon.parts is not None and daemon.parts.web is not None
+            bearer = {"Authorization": f"Bearer {TOKEN}"}
+            async with aiohttp.ClientSession() as http:  # the dashboard shows the audit too
+                async with http.get(daemon.parts.web.url + "approvals", headers=bearer) as page:
+                    html = await page.text()
+            assert page.status == 200 and 'data-id="k7m2pq" data-status="restart"' in html
+            assert "rm -rf projects" in html
             await sg.dm(ALICE, "/approve k7m2pq")  # too late
             await sg.wait_for(lambda: len(replies_to(sg, ALICE)) >= 2, WAIT)
             assert "answered already" in replies_to(sg, ALICE)[-1]
