@@ -153,9 +153,9 @@ async def test_a_restart_denies_what_was_pending_and_says_so(
             assert row.status == "restart" and row.decided_at is not None
             assert daemon.parts is not None and daemon.parts.web is not None
             bearer = {"Authorization": f"Bearer {TOKEN}"}
-            async with aiohttp.ClientSession() as http:  # the dashboard shows the audit too
-                async with http.get(daemon.parts.web.url + "approvals", headers=bearer) as page:
-                    html = await page.text()
+            url = daemon.parts.web.url + "approvals"  # the dashboard shows the audit too
+            async with aiohttp.ClientSession() as http, http.get(url, headers=bearer) as page:
+                html = await page.text()
             assert page.status == 200 and 'data-id="k7m2pq" data-status="restart"' in html
             assert "rm -rf projects" in html
             await sg.dm(ALICE, "/approve k7m2pq")  # too late
