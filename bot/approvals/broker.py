@@ -114,7 +114,7 @@ class ApprovalBroker:
             instance=self._instance,
         )
         await self._store.approval_add(row)
-        waiting = self._post_later(row, request, approver, chat)
+        waiting = self._prepare(row, request, approver, chat)
         self._waiting[row.id] = waiting
         try:
             if not await self._post(waiting):
@@ -135,7 +135,7 @@ class ApprovalBroker:
             return ApprovalAnswer(True)
         return ApprovalAnswer(False, _reason(decided, self.settings.timeout))
 
-    def _post_later(
+    def _prepare(
         self, row: ApprovalRow, request: ApprovalRequest, approver: ApproverDM, chat: ChatRef | None
     ) -> _Waiting:
         channel = self._channels.get(approver.chat.channel)
@@ -235,6 +235,8 @@ class ApprovalBroker:
             return "Only the approver can answer this request."
         if row.status != "pending":
             return f"Approval {row.id} was answered already: {outcome_line(row)}"
+        if not self._store.shared and row.id not in self._waiting:  # being closed right now
+            return f"Approval {row.id} is no longer waiting for an answer."
         status: ApprovalStatus = "approved" if typed.approve else "denied"
         remembered = typed.always and self.settings.remember
         decided = await self._store.approval_decide(row.id, status, who, "", remembered=remembered)
@@ -318,6 +320,6 @@ def _chat_name(chat: ChatRef | None, session_key: str) -> str:
 def _reason(row: ApprovalRow, timeout: float) -> str:
     if row.status == "timeout":
         return f"no answer within {timeout:g} seconds"
-    if row.status == "denied":
-        return f"{row.decided_by.partition(':')[2] or 'the approver'} said no"
+    if row.status == "denied" and row.decided_by:
+        return f"{row.decided_by.partition(':')[2]} said no"
     return row.reason or row.status
