@@ -2,7 +2,8 @@
 
 `simple_commands(line)` reads a `/bin/sh -c` line the way the approval rules need it: every
 simple command it would run, as words (quotes removed), through `;`, `&&`, `||`, `|`, `&`,
-newlines, subshells, `$(...)` and backticks, `sh -c '...'`, `eval ...`, the commands that run
+newlines, subshells, `$(...)` and backticks, `sh -c '...'`, `eval ...` (a shell that reads a
+script file or stdin, and `source`, make the line unreadable), the commands that run
 another (`env`, `sudo`, `xargs`, `nice`, `timeout`, `nohup`, ...: every word after them is
 also tried as the start of a command) and `find -exec ... ;`. It returns None for a line it
 cannot read (an unclosed quote): the caller asks then.
@@ -134,10 +135,12 @@ def _add(words: list[str], found: list[list[str]], depth: int) -> bool:
         return True
     found.append(words)
     program = program_name(words[0])
+    if program in ("source", "."):
+        return False  # runs a file this reader cannot see
     if program in _SHELLS or program == "eval":
         script = _shell_script(words) if program in _SHELLS else " ".join(words[1:])
-        if script is not None and not _collect(script, found, depth + 1):
-            return False
+        if script is None or not _collect(script, found, depth + 1):
+            return False  # a shell reading a script file or stdin: unseen, so unreadable
     if program in _WRAPPERS:  # any later word may be the command it runs
         fed = [_FROM_INPUT] if program == "xargs" else []  # xargs adds words from its input
         for start in range(1, len(words)):
