@@ -6,8 +6,9 @@ order), feeds the results back, and repeats until the model answers without tool
 `max_iterations` is reached. It never touches storage or a platform: it returns a
 `RunResult` whose `new_messages` the caller persists in one transaction, and reports
 progress as events (`TextDelta`, `ToolStarted`, `ToolProgress`, `ToolFinished`); a tool reports
-its own progress through `ToolContext.progress`; an `agents.approval.ToolGate`, when given, decides before each tool runs (and may wait for a
-person's approval: the wait is cancelled like the tool); the loop's `RunObserver`
+its own progress through `ToolContext.progress`; an `agents.approval.ToolGate`, when given,
+decides before each tool runs (and may wait for a person's approval: the wait is cancelled
+like the tool); the loop's `RunObserver`
 (`agents.observer`: metrics and traces) is told of the run and of each tool call, with the
 tool running inside the watch, so what the tool starts belongs to it. Images a tool returns go
 into its tool_result for this run's model calls; `new_messages` carries notes in their

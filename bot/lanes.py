@@ -55,7 +55,7 @@ class Turn:
     # call. Set by the gateway; calling it twice is harmless.
     release_slot: Callable[[], None] = field(default=lambda: None)
     # Gives the run slot back while the turn waits for a person (an approval) and takes it
-    # again after (`pausing`); None until the gateway gave the turn a slot.
+    # again after (`take_run_slot` sets it); None until the gateway gave the turn a slot.
     pause: Callable[[], AbstractAsyncContextManager[None]] | None = None
 
     def steer_with(self, text: str) -> None:

@@ -94,8 +94,6 @@ class ApprovalBroker:
 
     async def ask(self, request: ApprovalRequest, cancel: CancelToken) -> ApprovalAnswer:
         place = request.origin or request.session_key
-        if self.settings.remember and (place, request.remember_key) in self._remembered:
-            return ApprovalAnswer(True, "always allowed in this chat")
         chat = decode_chat(request.origin or "")
         approver = approver_dm(
             self._config, self._channels, chat, request.requester, self.settings.approver
@@ -113,6 +111,11 @@ class ApprovalBroker:
             approver=approver.name,
             instance=self._instance,
         )
+        if self.settings.remember and (place, request.remember_key) in self._remembered:
+            row.status, row.decided_at, row.remembered = "approved", row.created_at, True
+            row.reason = "always allowed in this chat"
+            await self._store.approval_add(row)  # in the audit too, decided at once
+            return ApprovalAnswer(True, row.reason)
         await self._store.approval_add(row)
         waiting = self._prepare(row, request, approver, chat)
         self._waiting[row.id] = waiting

@@ -38,16 +38,16 @@ def settings(**approvals: Any) -> dict[str, Any]:
     }
 
 
-async def request_in(chan: MemoryChannel, chat_id: str) -> str:
-    """The id of the approval request sent to `chat_id` (waiting for it)."""
+async def request_in(chan: MemoryChannel, chat_id: str, seen: int = 0) -> str:
+    """The id of the next approval request sent to `chat_id`, after `seen` of them."""
 
     def found() -> list[str]:
         return re.findall(r"Approval needed \(([a-z0-9]+)\)", "\n".join(chan.texts(chat_id)))
 
     async with asyncio.timeout(WAIT):
-        while not found():
+        while len(found()) <= seen:
             await chan.wait_sent(len(chan.sent) + 1, WAIT)
-    return found()[-1]
+    return found()[seen]
 
 
 async def sent_to(chan: MemoryChannel, chat_id: str, fragment: str) -> None:
@@ -118,3 +118,36 @@ async def test_approver_requester_asks_whoever_started_the_turn(
         assert target.exists() and "Denied by the owner: u2 said no" in last_tool_result(model)
         [row] = await audit(daemon)
         assert (row.status, row.approver) == ("denied", f"telegram:{OTHER}")
+
+
+async def test_always_in_this_chat_is_remembered_for_that_command_only(
+    tmp_path: Path, model: FakeAnthropic
+) -> None:
+    for name in ("a.txt", "b.txt", "c.txt"):
+        workspace_file(tmp_path, name)
+    chan = MemoryChannel("telegram")
+    async with running_daemon(tmp_path, model, {"telegram": chan}, settings()) as daemon:
+        model.queue(Reply.tool_use([("exec", {"command": "rm -f a.txt b.txt"})]))
+        await chan.say("clean up", chat_id=OWNER)
+        approval = await request_in(chan, OWNER)
+        await chan.say(f"/approve {approval} always", chat_id=OWNER)
+        await model.wait_requests(2, timeout=WAIT)
+        await chan.wait_sent(3, WAIT)  # the request, the answer to /approve, the reply
+
+        model.queue(Reply.tool_use([("exec", {"command": "rm -f a.txt b.txt"})]))
+        await chan.say("again", chat_id=OWNER)  # the same command: not asked
+        await model.wait_requests(4, timeout=WAIT)
+        assert last_tool_result(model).startswith("[approved by the owner]")
+
+        model.queue(Reply.tool_use([("exec", {"command": "rm c.txt"})]))
+        await chan.say("and c", chat_id=OWNER)  # another command: asked
+        second = await request_in(chan, OWNER, seen=1)
+        assert second != approval
+        await chan.say(f"/deny {second}", chat_id=OWNER)
+        await model.wait_requests(6, timeout=WAIT)
+        rows = await audit(daemon)
+        assert [(r.status, r.remembered, r.reason) for r in rows] == [
+            ("approved", True, ""),
+            ("approved", True, "always allowed in this chat"),
+            ("denied", False, ""),
+        ]
