@@ -5,7 +5,8 @@ A card is a `section` with the text and an `actions` block of buttons; each butt
 Socket Mode (an `interactive` envelope) or HTTP mode (a signed `payload=` form post), acks
 it, and `read_tap` makes it an `Inbound` with `choice` set. The card's message id is
 `<channel>/<ts>` (a DM posted to a user id lands in a `D...` channel that `chat.update`
-needs). Slack shows no toast for a tap: `answer` posts the note as an ephemeral message only
+needs). The card's text is plain text (the blocks) and escaped (the notification's
+fallback), so a command's `<!channel>` pings nobody. Slack shows no toast for a tap: `answer` posts the note as an ephemeral message only
 the tapper sees; `settle` rewrites the card without its buttons.
 """
 
@@ -45,6 +46,11 @@ def card_blocks(text: str, card: ChoiceCard | None = None) -> list[dict[str, Any
     return blocks
 
 
+def _escaped(text: str) -> str:
+    """The notification text as Slack reads it: `<!channel>` in a command stays text."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 class SlackChoices:
     def __init__(self, client: AsyncWebClient, name: str) -> None:
         self._client = client
@@ -52,7 +58,7 @@ class SlackChoices:
 
     async def send(self, card: ChoiceCard) -> str:
         response = await self._client.chat_postMessage(
-            channel=card.chat.chat_id, text=card.text, blocks=card_blocks(card.text, card)
+            channel=card.chat.chat_id, text=_escaped(card.text), blocks=card_blocks(card.text, card)
         )
         return f"{response['channel']}/{response['ts']}"
 
@@ -63,7 +69,9 @@ class SlackChoices:
 
     async def settle(self, chat: ChatRef, message_id: str, text: str) -> None:
         channel, _, ts = message_id.partition("/")
-        await self._client.chat_update(channel=channel, ts=ts, text=text, blocks=card_blocks(text))
+        await self._client.chat_update(
+            channel=channel, ts=ts, text=_escaped(text), blocks=card_blocks(text)
+        )
 
     def read_tap(self, body: dict[str, Any], account: str) -> Inbound | None:
         """A `block_actions` payload as an `Inbound`, or None when it is not a card's tap."""
