@@ -6,7 +6,9 @@ order), feeds the results back, and repeats until the model answers without tool
 `max_iterations` is reached. It never touches storage or a platform: it returns a
 `RunResult` whose `new_messages` the caller persists in one transaction, and reports
 progress as events (`TextDelta`, `ToolStarted`, `ToolProgress`, `ToolFinished`); a tool reports
-its own progress through `ToolContext.progress`; the loop's `RunObserver`
+its own progress through `ToolContext.progress`; an `agents.approval.ToolGate`, when given,
+decides before each tool runs (and may wait for a person's approval: the wait is cancelled
+like the tool); the loop's `RunObserver`
 (`agents.observer`: metrics and traces) is told of the run and of each tool call, with the
 tool running inside the watch, so what the tool starts belongs to it. Images a tool returns go
 into its tool_result for this run's model calls; `new_messages` carries notes in their
@@ -39,6 +41,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from agents.approval import ToolGate
 from agents.cache_breakpoints import (
     MAX_BREAKPOINTS,
     CachePlan,
@@ -193,6 +196,7 @@ class AgentLoop:
         max_tokens: int = 8192,
         max_tool_result_chars: int = 50_000,
         observer: RunObserver = NO_OBSERVER,
+        gate: ToolGate | None = None,
     ) -> None:
         self.client = client
         self.model = model
@@ -200,6 +204,7 @@ class AgentLoop:
         self.max_tokens = max_tokens
         self.max_tool_result_chars = max_tool_result_chars
         self.observer = observer
+        self.gate = gate  # approvals: asked before each tool runs (agents.approval)
 
     async def run(self, request: RunRequest, emit: EventSink | None = None) -> RunResult:
         with self.observer.agent_run(request.session_key, request.context.depth) as watch:
@@ -372,6 +377,8 @@ class AgentLoop:
         if not isinstance(args, dict):
             return ToolResult(f"Tool {name!r} needs a JSON object as input.", True)
         try:
+            if self.gate is not None:  # asks first where the policy says so
+                return await request.cancel.race(self.gate.run(tool, args, context))
             return await request.cancel.race(tool.run(args, context))
         except Cancelled:
             return ToolResult(CANCELLED_RESULT, True)

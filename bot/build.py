@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+from agents.approval import Approver, ToolGate, ToolRules
 from agents.cache_policy import CachePolicy
 from agents.compaction import CompactionPolicy, Compactor
 from agents.loop import AgentLoop
@@ -39,6 +40,7 @@ from agents.subagents import SubagentRunner
 from agents.tools.base import ToolRegistry
 from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
+from bot.approvals.broker import ApprovalBroker
 from bot.cluster.instances import InstanceBeacon
 from bot.cluster.receivers import Cluster
 from bot.cluster.stops import StopRequests
@@ -110,11 +112,15 @@ def build_brain(
     clock: Callable[[], float] = time.time,
     main: bool = True,
     several: bool = False,
+    approver: Approver | None = None,
 ) -> Brain:
     """The brain of the agent `config.agent` describes; its index sees only its own part of
-    the store (`AgentSearch`) when there are several agents."""
+    the store (`AgentSearch`) when there are several agents. Every tool call passes the
+    agent's rules (`agent.tools.policy`, `agent.exec.ask|allow`); `approver` is who is asked
+    (None: nobody can approve here, so an "ask" is a denial)."""
     agent = config.agent
     client = build_router(config, observer)
+    rules = ToolRules.of(agent.tools.policy, agent.exec.ask, agent.exec.allow)
     loop = AgentLoop(
         client,
         agent.model,
@@ -122,6 +128,7 @@ def build_brain(
         max_tokens=agent.max_tokens,
         max_tool_result_chars=agent.max_tool_result_chars,
         observer=observer,
+        gate=ToolGate(rules, approver),
     )
     skills = skill_catalog(config)  # read by the prompt, read_skill and exec alike
     searched = AgentSearch(store, agent.id, main=main, alone=not several)
@@ -224,11 +231,19 @@ def build_agent(
     clock: Callable[[], float] = time.time,
     main: bool = True,
     agents: Mapping[str, TurnRunner] | None = None,
+    approver: Approver | None = None,
 ) -> AgentParts:
     """The agent `config.agent` describes: brain, belt, compaction, upkeep and turns."""
     agent, telemetry = config.agent, shared.telemetry
     brain = build_brain(
-        config, store, owners, telemetry.observer, clock=clock, main=main, several=shared.several
+        config,
+        store,
+        owners,
+        telemetry.observer,
+        clock=clock,
+        main=main,
+        several=shared.several,
+        approver=approver,
     )
     gate = budget.notice if budget.enabled else None
     belt = build_belt(config, store, brain, shared, gate, clock=clock)
@@ -300,16 +315,27 @@ def build(
     gate = budget.notice if budget.enabled else None
     outbox = Outbox(channels, telemetry)  # the one road out to a chat, each send counted
     shared = build_shared(config, store, outbox, telemetry)
+    # Approvals: who is asked before a risky tool runs (bot/approvals/), for every agent.
+    approvals = ApprovalBroker(config, store, channels, instance_id)
 
     # Each agent's parts: the others first, main's runner takes their sessions.
     others = tuple(
-        build_agent(config.for_agent(e.id), store, shared, owners, budget, clock=clock, main=False)
+        build_agent(
+            config.for_agent(e.id),
+            store,
+            shared,
+            owners,
+            budget,
+            clock=clock,
+            main=False,
+            approver=approvals,
+        )
         for e in config.agents
     )
+    runners = {other.agent_id: other.runner for other in others}
     main = build_agent(
-        config, store, shared, owners, budget, clock=clock,
-        agents={other.agent_id: other.runner for other in others},
-    )  # fmt: skip
+        config, store, shared, owners, budget, clock=clock, agents=runners, approver=approvals
+    )
     by_agent = {a.agent_id: a for a in (main, *others)}  # /compact with the session's own
     access = AccessControl(
         store, policies(config, list(config.channels.all())), owner.pairing_request
@@ -332,6 +358,7 @@ def build(
         telemetry=telemetry,
         window=main.window,
         on_new=[shared.browser.forget] if shared.browser is not None else (),
+        approvals=approvals,
     )
     recovery = InboxRecovery(config, store, gateway)
 
@@ -400,6 +427,7 @@ def build(
         index=main.index,
         browser=shared.browser,
         agents=others,
+        approvals=approvals,
     )
 
 

@@ -143,6 +143,8 @@ class Daemon:
         if recovered:
             log.info("re-running %d message(s) left unfinished by the last run", recovered)
         parts.gateway.start()
+        if parts.approvals is not None:  # what a restart left pending is denied, and said so
+            await parts.approvals.start()
         self._step = "starting the scheduler"
         await parts.scheduler.start()
         await parts.control.start()

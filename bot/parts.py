@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from agents.subagents import SubagentRunner
     from agents.tools.base import ToolRegistry
     from agents.tools.browser_pool import BrowserPool
+    from bot.approvals.broker import ApprovalBroker
     from bot.cluster.instances import InstanceBeacon
     from bot.cluster.receivers import Cluster
     from bot.cron.book import JobBook
@@ -139,3 +140,6 @@ class Parts:
     index: SearchIndex  # memory notes, conversations and skills, searched by recall and tools
     browser: BrowserPool | None = None  # agent.browser, when enabled
     agents: tuple[AgentParts, ...] = ()  # the further agents (`agents:`); main's are above
+    approvals: ApprovalBroker | None = (
+        None  # asks before risky tools; started to deny what a restart left
+    )

@@ -68,6 +68,18 @@ class Attachment:
 
 
 @dataclass(frozen=True, slots=True)
+class Choice:
+    """A tap on a button of a `ChoiceCard`: the card's id and the option's value as the card
+    gave them, the card's platform message id, and `token`, what the platform needs to answer
+    the tap (Telegram's callback query id, Discord's interaction id and token; "" if none)."""
+
+    card_id: str
+    value: str
+    message_id: str
+    token: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Inbound:
     """One message from a platform, normalised.
 
@@ -86,6 +98,9 @@ class Inbound:
     images: tuple[Image, ...] = ()
     attachments: tuple[Attachment, ...] = ()
     received_at: float = field(default_factory=time.time)
+    # A tap on one of the bot's choice cards (`ChoiceSender`), not a message: `sender_id` is
+    # who tapped, `chat` where the card is, `text` empty. The daemon never runs it as a turn.
+    choice: Choice | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +139,44 @@ class FileSender(Protocol):
     """A channel that can send files (see `Capabilities.max_upload_bytes`)."""
 
     async def send_file(self, out: OutboundFile) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceOption:
+    """One button: `value` comes back in the `Choice` (short, no `:`), `label` is shown;
+    `style` "danger" and "primary" colour it where the platform can."""
+
+    value: str
+    label: str
+    style: Literal["default", "primary", "danger"] = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceCard:
+    """A message with buttons (`card_id`: the daemon's id for it, short, no `:`); `text` is
+    plain text."""
+
+    chat: ChatRef
+    card_id: str
+    text: str
+    options: tuple[ChoiceOption, ...]
+
+
+@runtime_checkable
+class ChoiceSender(Protocol):
+    """A channel with buttons: it sends `ChoiceCard`s and reports taps as an `Inbound` whose
+    `choice` is set. Channels without it get a text and typed commands instead.
+
+    `send_choice` returns the card's platform message id. `answer_choice` answers a tap
+    (`note`: a short text the tapper sees where the platform shows one; the platform needs an
+    answer to stop its spinner). `settle_choice` replaces the card's text and removes its
+    buttons (the decision, shown to everyone who sees the card)."""
+
+    async def send_choice(self, card: ChoiceCard) -> str: ...
+
+    async def answer_choice(self, chat: ChatRef, choice: Choice, note: str) -> None: ...
+
+    async def settle_choice(self, chat: ChatRef, message_id: str, text: str) -> None: ...
 
 
 @runtime_checkable

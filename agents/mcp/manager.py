@@ -48,6 +48,9 @@ class McpTool:
         schema = dict(tool.input_schema or {})
         schema.setdefault("type", "object")
         self.input_schema: dict[str, Any] = schema
+        # The server's own word that the tool may destroy data: approvals ask before it.
+        hints = tool.annotations
+        self.destructive = hints is not None and hints.destructive_hint is True
         self._connection = connection
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

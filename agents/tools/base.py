@@ -8,7 +8,8 @@ model should read by raising `ToolError` (or returning `ToolResult(..., is_error
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,7 +47,9 @@ class ToolContext:
     such as `cron` store it so results go back there). `depth` is 0 for a top-level run and
     n for a sub-agent n levels down. `run_id` groups calls made by one run. `model` is the
     model the run was started with (None: the agent's default); sub-agents inherit it.
-    `progress` is where this call's progress goes (`report`).
+    `progress` is where this call's progress goes (`report`). `requester` is the platform id
+    of the person whose message started the run (None for the daemon's own runs): approvals
+    with `approver: requester` ask them; `pause` is held while the run waits for one.
     """
 
     workspace: Path
@@ -57,6 +60,10 @@ class ToolContext:
     run_id: str = ""
     model: str | None = None
     progress: ToolProgressSink | None = None  # set by the loop for each call
+    requester: str | None = None
+    # Held while the run waits for a person (an approval): the run's daemon-wide slot goes
+    # to other turns meanwhile and is taken back after. None: nothing to give back.
+    pause: Callable[[], AbstractAsyncContextManager[None]] | None = None
 
     async def report(self, fraction: float | None, message: str = "") -> None:
         """Tell whoever watches this call how far it is (nothing happens if nobody does)."""

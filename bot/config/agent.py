@@ -13,6 +13,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from bot.config.approvals import (
+    ToolVerdict,
+    check_patterns,
+    default_exec_allow,
+    default_exec_ask,
+    default_tool_policy,
+)
 from bot.config.embeddings import EmbeddingsConfig
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
@@ -72,6 +79,30 @@ class ToolPolicy(StrictModel):
     deny: list[str] = Field(default_factory=list)
 
 
+class AgentTools(ToolPolicy):
+    """`agent.tools`: which tools exist, and (`policy`) which run without asking:
+    {tool name or glob: allow | ask | deny, default: ...} (agents/approval.py)."""
+
+    policy: dict[str, ToolVerdict] = Field(default_factory=default_tool_policy)
+
+
+class ApprovalsConfig(StrictModel):
+    """`agent.approvals`: who is asked (the owner, or whoever started the turn), how long an
+    answer may take (no answer is a denial), and whether "always for this command in this
+    chat" is offered and remembered (bot/approvals/)."""
+
+    approver: Literal["owner", "requester"] = "owner"
+    timeout: Duration = 300.0
+    remember: bool = True
+
+    @field_validator("timeout")
+    @classmethod
+    def _positive(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("must be above 0 (no answer in time is a denial)")
+        return value
+
+
 class SubagentConfig(StrictModel):
     max_children_per_run: int = Field(5, ge=1, le=50)
     max_concurrent: int = Field(8, ge=1, le=64)
@@ -92,6 +123,14 @@ class ExecConfig(StrictModel):
     memory_mb: int = Field(2048, ge=0)
     max_processes: int = Field(1024, ge=0)
     max_file_mb: int = Field(1024, ge=0)
+    # Command patterns asked about / always allowed (agents/tools/command_words.py).
+    ask: list[str] = Field(default_factory=default_exec_ask)
+    allow: list[str] = Field(default_factory=default_exec_allow)
+
+    @field_validator("ask", "allow")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        return check_patterns(value)
 
     @model_validator(mode="after")
     def _timeout_within_max(self) -> ExecConfig:
@@ -220,7 +259,7 @@ class AgentConfig(StrictModel):
     queue: QueueConfig = Field(default_factory=QueueConfig)
     guard: GuardConfig = Field(default_factory=GuardConfig)
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
-    tools: ToolPolicy = Field(default_factory=ToolPolicy)
+    tools: AgentTools = Field(default_factory=AgentTools)
     subagents: SubagentConfig = Field(default_factory=SubagentConfig)
     exec: ExecConfig = Field(default_factory=ExecConfig)
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
@@ -229,6 +268,7 @@ class AgentConfig(StrictModel):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     recall: RecallConfig = Field(default_factory=RecallConfig)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
 
     @field_validator("timezone")
     @classmethod

@@ -1,5 +1,5 @@
 """Chat commands that never reach the model: /stop, /stopall, /new, /reset, /status, /model,
-/compact, /budget, /skills, /help.
+/compact, /budget, /skills, /approve, /deny, /help.
 
 `parse_command(text)` recognises `/cmd` and `/cmd@botname` (any case) at the start of a
 message. `Commands.handle(name, key, inbound)` acts through the small `SessionControl`
@@ -49,6 +49,8 @@ COMMANDS = (
     "model",
     "budget",
     "skills",
+    "approve",
+    "deny",
 )
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@[A-Za-z0-9_]+)?(?:\s|$)")
 
@@ -63,6 +65,7 @@ Commands:
 /model - list models; /model <provider>/<model> switches this chat, /model default resets
 /budget - today's spend against the daily budget (/budget lift: owner only)
 /skills - the skills I can use, and those that are missing something
+/approve <id> [always], /deny <id> - answer an approval request (the approver only)
 /help - this list"""
 
 
@@ -81,6 +84,18 @@ def unknown_command_reply(text: str) -> str:
     if match is None or match.group(1).lower() in COMMANDS:
         return ""
     return f"Unknown command /{match.group(1)}.\n{HELP}"
+
+
+class ApprovalAnswers(Protocol):
+    """`/approve <id> [always]` and `/deny <id>` (`bot.approvals.broker.ApprovalBroker`)."""
+
+    async def command(self, name: str, argument: str, inbound: Inbound) -> str: ...
+
+
+class Approvals(ApprovalAnswers, Protocol):
+    """Answers to approval requests: typed commands and taps on cards (the gateway's)."""
+
+    async def on_choice(self, inbound: Inbound) -> None: ...
 
 
 class BudgetControl(Protocol):
@@ -129,6 +144,7 @@ class Commands:
         budget: BudgetControl | None = None,
         remote: RemoteControl | None = None,  # when instances share the store
         on_new: Sequence[SessionReset] = (),  # told of /new and /reset (the browser forgets)
+        approvals: ApprovalAnswers | None = None,
     ) -> None:
         self._control = control
         self._store = store
@@ -137,6 +153,7 @@ class Commands:
         self.budget = budget
         self.remote = remote
         self._on_new = tuple(on_new)
+        self.approvals = approvals
 
     async def _remote(self, key: SessionKey, *, everything: bool) -> int:
         if self.remote is None:
@@ -181,6 +198,10 @@ class Commands:
         if name == "model":
             argument = text.strip().partition(" ")[2]
             return await self.models.command(str(key), argument)
+        if name in ("approve", "deny"):
+            if self.approvals is None or inbound is None:
+                return "There is nothing to approve here."
+            return await self.approvals.command(name, text.strip().partition(" ")[2], inbound)
         if name == "skills":  # read from disk as the next turn will see them
             return chat_listing(skill_catalog(self._config).skills())
         if name == "budget":

@@ -27,6 +27,7 @@ from bot.config.schema import Config
 from bot.fleet.bindings import agent_for
 from bot.hub.access import AccessControl, Verdict
 from bot.hub.commands import (
+    Approvals,
     BudgetGuard,
     Commands,
     LaneInfo,
@@ -81,6 +82,7 @@ class Gateway:
         telemetry: Telemetry = OFF,  # the daemon's own notices are counted sends
         window: int = 200_000,  # the model's context window: how full a session's context is
         on_new: Sequence[SessionReset] = (),  # told of /new and /reset (the browser forgets)
+        approvals: Approvals | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -89,8 +91,16 @@ class Gateway:
         self.media, self.telemetry, self.window = media, telemetry, window
         self.access = access
         self.commands = Commands(
-            self, store, config, models, budget=budget, remote=remote, on_new=on_new
+            self,
+            store,
+            config,
+            models,
+            budget=budget,
+            remote=remote,
+            on_new=on_new,
+            approvals=approvals,
         )
+        self.approvals = approvals
         agent = config.agent
         self.lanes = LaneTable(group_limit=agent.group_max_concurrent, cap=agent.queue.cap)
         self.slots = asyncio.Semaphore(config.agent.max_concurrent_runs)
@@ -124,6 +134,10 @@ class Gateway:
     # -- intake -------------------------------------------------------------------------
 
     async def on_message(self, inbound: Inbound) -> None:
+        if inbound.choice is not None:  # a tap on a card: the approver's answer, not a message
+            if self.approvals is not None:
+                await self.approvals.on_choice(inbound)
+            return
         inbound = well_formed(inbound)
         key = SessionKey.for_chat(self.agent_for(inbound.chat), inbound.chat)
         chat, payload = inbound.chat, inbound_to_payload(inbound)

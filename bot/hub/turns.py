@@ -212,6 +212,8 @@ class TurnRunner:
                 depth=key.depth,
                 run_id=turn.run_id,
                 model=chosen or None,
+                requester=_requester(turn),
+                pause=turn.pause,
             ),
             cancel=turn.cancel,
             steer=turn.steer,
@@ -346,6 +348,12 @@ def _without(messages: list[Message], blocks: list[TextBlock]) -> list[Message]:
     first = messages[0]
     kept = [b for b in first["content"] if id(b) not in ids]
     return [{"role": first["role"], "content": kept}, *messages[1:]]
+
+
+def _requester(turn: Turn) -> str | None:
+    """Who sent the turn's latest message (None: the daemon's own turn)."""
+    people = [item.inbound.sender_id for item in turn.items if not item.system]
+    return people[-1] if people else None
 
 
 def _origin(chat: ChatRef | None) -> str | None:

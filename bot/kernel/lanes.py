@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -59,6 +60,9 @@ class Turn:
     answered: Callable[[], Awaitable[None]] = field(default=lambda: _nothing())
     # Told of the run's progress when no chat is (the OpenAI-compatible API's stream).
     watch: EventSink | None = None
+    # Gives the run slot back while the turn waits for a person (an approval) and takes it
+    # again after (`take_run_slot` sets it); None until the gateway gave the turn a slot.
+    pause: Callable[[], AbstractAsyncContextManager[None]] | None = None
 
     def steer_with(self, text: str) -> None:
         """Hand a message that came in while it runs to the turn's next model call."""
@@ -83,9 +87,18 @@ def once(release: Callable[[], None]) -> Callable[[], None]:
 
 
 async def take_run_slot(turn: Turn, slots: asyncio.Semaphore) -> None:
-    """Wait (cancellably) for a place in `slots`; `turn.release_slot` gives it back, once."""
+    """Wait (cancellably) for a place in `slots`; `turn.release_slot` gives it back, once,
+    and `turn.pause` lends it out while the turn waits for a person."""
     await turn.cancel.race(slots.acquire())
     turn.release_slot = once(slots.release)
+    turn.pause = lambda: _lend_slot(turn, slots)
+
+
+@asynccontextmanager
+async def _lend_slot(turn: Turn, slots: asyncio.Semaphore) -> AsyncIterator[None]:
+    turn.release_slot()
+    yield  # an error or a stop while waiting: the turn ends holding no slot
+    await take_run_slot(turn, slots)  # Cancelled if the turn is stopped meanwhile
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""`perch status`, `sessions`, `pairing`, `chat`, `send`, `usage` and `stop`: the commands that
+"""`perch status`, `sessions`, `pairing`, `chat`, `send`, `usage`, `approvals` and `stop`: the commands that
 ask the daemon.
 
 Each names one control operation (`bot/operator/ops.py`) and hands it to
@@ -45,6 +45,10 @@ def cmd_usage(args: argparse.Namespace) -> int:
     return run_command(args, "usage", {"days": args.days, "json": args.json, "agent": args.agent})
 
 
+def cmd_approvals(args: argparse.Namespace) -> int:
+    return run_command(args, "approvals", {"limit": args.limit, "json": args.json})
+
+
 def cmd_stop(args: argparse.Namespace) -> int:
     return run_command(args, "session.stop", {"session": args.session, "all": args.all})
 
@@ -89,6 +93,9 @@ def register(sub: Any, add: Any) -> None:
     u.add_argument("--days", type=int, default=30, help="how many days back, today included")
     u.add_argument("--json", action="store_true", help="the rows as JSON")
     _agent_flag(u, "only this agent's sessions (agents:)")
+    a = add("approvals", cmd_approvals, "approval requests for risky tools and their decisions")
+    a.add_argument("--limit", type=int, default=50, help="how many, newest first")
+    a.add_argument("--json", action="store_true", help="the rows as JSON")
     t = add("stop", cmd_stop, "stop a session's reply in progress, as /stop does in the chat")
     t.add_argument("session", help="the session key, as perch sessions shows it")
     t.add_argument("--all", action="store_true", help="every run and waiting message (as /stopall)")

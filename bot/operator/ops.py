@@ -1,5 +1,5 @@
 """Every control operation by name: what `perch status|sessions|pairing|cron|chat|send|mcp|
-usage|stop|memory` do, and every change the dashboard (`bot/web/`) makes.
+usage|stop|memory|approvals` do, and every change the dashboard (`bot/web/`) makes.
 
 `run_op(ctx, op, args)` serves the daemon's control socket (`control_server.py`, with
 `ctx.live` set: live data, and a cron change is planned by the scheduler at once) and the CLI
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.operator.ops_approvals import op_approvals
 from bot.operator.ops_chat import op_chat, op_send
 from bot.operator.ops_cron import op_cron_add, op_cron_list, op_cron_remove
 from bot.operator.ops_mcp import op_mcp_list
@@ -43,6 +44,7 @@ OPS: dict[str, Op] = {
     "usage": op_usage,
     "memory.search": op_memory_search,
     "memory.rebuild": op_memory_rebuild,
+    "approvals": op_approvals,
 }
 
 

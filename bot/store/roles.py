@@ -20,6 +20,8 @@ from typing import Any, Protocol
 
 from agents.model import Message, Usage
 from bot.store.rows import (
+    ApprovalRow,
+    ApprovalStatus,
     CopyRow,
     CronJobRow,
     CronRun,
@@ -370,7 +372,39 @@ class Search(Protocol):
         """Forget every vector of a space other than `keep` (None: every vector)."""
 
 
+class Approvals(Protocol):
+    """Approval requests for risky tools and their decisions: the audit (bot/approvals/)."""
+
+    async def approval_add(self, row: ApprovalRow) -> None:
+        """Record a new (pending) request."""
+
+    async def approval_decide(
+        self,
+        approval_id: str,
+        status: ApprovalStatus,
+        decided_by: str,
+        reason: str = "",
+        *,
+        remembered: bool = False,
+        at: float | None = None,
+    ) -> ApprovalRow | None:
+        """Close a pending request with its decision; the row as it is now, or None when no
+        such request is pending (unknown, or decided already: the first answer counts)."""
+
+    async def approval_get(self, approval_id: str) -> ApprovalRow | None: ...
+
+    async def approvals(self, limit: int = 100) -> list[ApprovalRow]:
+        """The latest requests, newest first."""
+
+    async def approvals_abandon(
+        self, keep: Collection[str], reason: str, at: float | None = None
+    ) -> list[ApprovalRow]:
+        """Deny (status `restart`) every pending request of an instance not in `keep` (its
+        daemon is gone, and the turn with it); the rows so closed."""
+
+
 class Store(
+    Approvals,
     Lifecycle,
     Sessions,
     History,

@@ -35,8 +35,13 @@ COPY_COLUMNS: dict[str, tuple[str, ...]] = {
                   "next_run_at", "last_run_at", "last_status", "last_error", "failures"),
     "cron_runs": ("id", "job_id", "started_at", "finished_at", "status", "detail"),
     "session_models": ("session_key", "model", "updated_at"),
+    "approvals": ("id", "created_at", "session_key", "origin", "tool", "summary", "requester",
+                  "approver", "instance", "status", "decided_by", "decided_at", "reason",
+                  "remembered"),
 }  # fmt: skip
-BOOL_COLUMNS = frozenset({("sessions", "archived"), ("cron_jobs", "enabled")})
+BOOL_COLUMNS = frozenset(
+    {("sessions", "archived"), ("cron_jobs", "enabled"), ("approvals", "remembered")}
+)
 CopyRow = tuple[Any, ...]
 
 
@@ -167,3 +172,30 @@ def decode_message(role: str, content: str) -> Message:
         "role": "assistant" if role == "assistant" else "user",
         "content": loads_content(content),
     }
+
+
+ApprovalStatus = Literal["pending", "approved", "denied", "timeout", "cancelled", "restart"]
+APPROVAL_COLUMNS = COPY_COLUMNS["approvals"]
+
+
+@dataclass(slots=True)
+class ApprovalRow:
+    """One approval request and, once answered, its decision (the audit `perch approvals`
+    lists). `approver` is `<channel>:<platform id>` of whoever may answer; `decided_by` the
+    same form for who did ("" for a timeout, a /stop or a restart); `origin` the chat the
+    turn runs in (`bot.kernel.routing.encode_chat`); `remembered`: answered "always"."""
+
+    id: str
+    created_at: float
+    session_key: str
+    origin: str
+    tool: str
+    summary: str
+    requester: str
+    approver: str
+    instance: str = ""
+    status: ApprovalStatus = "pending"
+    decided_by: str = ""
+    decided_at: float | None = None
+    reason: str = ""
+    remembered: bool = False

@@ -32,6 +32,7 @@ PAGES = (  # (path, name) in the navigation's order
     ("/", "Overview"),
     ("/sessions", "Sessions"),
     ("/pairing", "Pairing"),
+    ("/approvals", "Approvals"),
     ("/cron", "Cron"),
     ("/usage", "Usage"),
     ("/logs", "Logs"),

@@ -1,7 +1,8 @@
 """The dashboard's pages: what each GET shows, read from the running daemon and the store.
 
 Overview (channels, model, today's spend, runs in flight on every instance, MCP servers,
-skills, the last problems), Sessions and one session's conversation, Pairing, Cron, Usage
+skills, the last problems), Sessions and one session's conversation, Pairing, Approvals (the
+audit of approvals for risky tools), Cron, Usage
 (drawn from the `usage` control operation, as `perch usage --json` prints it) and Logs, with
 `/logs/stream` feeding new log lines as server-sent events. Nothing here changes anything:
 changes are `actions.py`'s.
@@ -112,6 +113,13 @@ async def pairing(request: web.Request) -> web.StreamResponse:
     ]
     approved = [(c, s, when(at)) for c, s, at in await board.store.approved_senders()]
     return render(request, "pairing.html", {"pending": pending, "approved": approved})
+
+
+async def approvals(request: web.Request) -> web.StreamResponse:
+    """The approvals audit: requests for risky tools, newest first, as `perch approvals`."""
+    board = request.app[BOARD]
+    rows = [(r, when(r.created_at), when(r.decided_at)) for r in await board.store.approvals(100)]
+    return render(request, "approvals.html", {"rows": rows})
 
 
 async def cron(request: web.Request) -> web.StreamResponse:

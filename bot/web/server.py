@@ -98,6 +98,7 @@ def make_app(board: Board | None, routes: Sequence[Routes] = ()) -> web.Applicat
     add.add_get("/sessions", pages.sessions)
     add.add_get("/sessions/view", pages.session_view)
     add.add_get("/pairing", pages.pairing)
+    add.add_get("/approvals", pages.approvals)
     add.add_get("/cron", pages.cron)
     add.add_get("/usage", pages.usage)
     add.add_get("/logs", pages.logs)

@@ -2,6 +2,7 @@
 
 Owns the connection (log in, discover the gateway, connect; status; stop) and wires the parts
 that do the rest: `inbound` (messages to `Inbound`), `interactions` (slash commands),
+`choices` (cards with buttons, and their taps),
 `delivery` (sending, typing, retries), `stream` (streamed previews), `media` (attachments,
 files, reactions), `wire` (where the library sends its requests), `options`.
 
@@ -33,6 +34,8 @@ from channels.background import BackgroundTasks
 from channels.base import (
     ChannelStatus,
     ChatRef,
+    Choice,
+    ChoiceCard,
     FinalOnlyStream,
     InboundHandler,
     Outbound,
@@ -40,6 +43,7 @@ from channels.base import (
     ReplyStream,
 )
 from channels.discord import wire
+from channels.discord.choices import DiscordChoices
 from channels.discord.delivery import DiscordDelivery, DiscordDeliveryError, render_chunks
 from channels.discord.inbound import DiscordInbound
 from channels.discord.interactions import SlashCommands
@@ -98,6 +102,10 @@ class _Client(discord.Client):
         self._channel.inbound.accept(message)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
+        tap = await self._channel.choices.read_tap(interaction, self._channel.account)
+        if tap is not None:
+            await self._channel.inbound.hand_on(tap, f"tap:{interaction.id}")
+            return
         await self._channel.commands.on_interaction(interaction)
 
 
@@ -121,6 +129,7 @@ class DiscordChannel:
         self.inbound = DiscordInbound(options, self.delivery, self.media, self._spawn)
         self.inbound.account = _user_id_in(options.token)
         self.commands = SlashCommands(options, self.delivery, self.inbound, self._spawn)
+        self.choices = DiscordChoices(self.delivery)
 
     @property
     def account(self) -> str:
@@ -279,6 +288,15 @@ class DiscordChannel:
 
     async def send_file(self, out: OutboundFile) -> None:
         await self.media.send_file(out)
+
+    async def send_choice(self, card: ChoiceCard) -> str:
+        return await self.choices.send(card)
+
+    async def answer_choice(self, chat: ChatRef, choice: Choice, note: str) -> None:
+        await self.choices.answer(choice, note)
+
+    async def settle_choice(self, chat: ChatRef, message_id: str, text: str) -> None:
+        await self.choices.settle(chat, message_id, text)
 
     async def react(
         self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False

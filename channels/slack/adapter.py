@@ -3,7 +3,8 @@
 Owns the connection (reconnects, status, stop) and wires the parts that do the rest:
 `slack_inbound` (events to `Inbound`), `slack_delivery` (sending, typing), `slack_stream`
 (streamed previews), `slack_options` (configuration), `slack_text` (markup), `socket`
-(noticing a cut Socket Mode connection within a second and reconnecting).
+(noticing a cut Socket Mode connection within a second and reconnecting), `choices` (Block
+Kit buttons and their taps, over either transport).
 
 Decisions:
 - `account` is the workspace's team id (`T…`) from `auth.test`; it is "" until the first
@@ -40,13 +41,17 @@ from channels.background import BackgroundTasks
 from channels.base import (
     ChannelStatus,
     ChatRef,
+    Choice,
+    ChoiceCard,
     FinalOnlyStream,
+    Inbound,
     InboundHandler,
     Outbound,
     OutboundFile,
     ReplyStream,
 )
 from channels.reconnect import Backoff, connect_until_up
+from channels.slack.choices import ACTIONS, SlackChoices
 from channels.slack.delivery import TYPING_STATUS, SlackDelivery, SlackDeliveryError
 from channels.slack.inbound import SlackInbound
 from channels.slack.media import SlackMedia
@@ -123,6 +128,7 @@ class SlackChannel:
         self._spawn = self._tasks.spawn
         self._delivery = SlackDelivery(options, self._client)
         self._media = SlackMedia(self._client, self._delivery.reply_thread)
+        self._choices = SlackChoices(self._client, self.name)
         self._inbound = SlackInbound(
             self.name,
             options,
@@ -298,8 +304,16 @@ class SlackChannel:
         app.event("app_mention")(self._inbound.on_mention_event)
         if self._options.slash_command:
             app.command(self._options.slash_command)(self._inbound.on_slash_command)
+        app.action(ACTIONS)(self._on_tap)
         app.event(re.compile(r".+"))(self._inbound.on_other_event)
         return app
+
+    async def _on_tap(self, ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        tap = self._choices.read_tap(body, self.account)
+        handler = self._inbound.handler
+        if tap is not None and handler is not None:
+            self._spawn(_deliver(handler, tap), "slack-tap")
 
     async def _listen(self, app: AsyncApp) -> None:
         web_app = app.web_app(path=EVENTS_PATH, port=self._options.http_port)
@@ -327,6 +341,15 @@ class SlackChannel:
     async def send_file(self, out: OutboundFile) -> None:
         await self._media.send_file(out)
 
+    async def send_choice(self, card: ChoiceCard) -> str:
+        return await self._choices.send(card)
+
+    async def answer_choice(self, chat: ChatRef, choice: Choice, note: str) -> None:
+        await self._choices.answer(chat, choice, note)
+
+    async def settle_choice(self, chat: ChatRef, message_id: str, text: str) -> None:
+        await self._choices.settle(chat, message_id, text)
+
     async def react(
         self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False
     ) -> None:
@@ -339,3 +362,7 @@ class SlackChannel:
         if self._options.streaming == "off":
             return FinalOnlyStream(self.send, chat)
         return SlackReplyStream(self._delivery, chat, self._spawn)
+
+
+async def _deliver(handler: InboundHandler, inbound: Inbound) -> None:
+    await handler(inbound)

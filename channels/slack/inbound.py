@@ -107,6 +107,11 @@ class SlackInbound:
         """Hand each `Inbound` to `on_message` from now on; None drops events (after stop)."""
         self._on_message = on_message
 
+    @property
+    def handler(self) -> InboundHandler | None:
+        """Where `Inbound`s go now (None before start and after stop)."""
+        return self._on_message
+
     def identify(self, bot_user_id: str, bot_name: str, account: str) -> None:
         """Who the bot is, from auth.test: its user id and name, and the workspace team id."""
         self._bot_user_id = bot_user_id

@@ -2,7 +2,7 @@
 
 Owns the Bot API connection (long polling, or the webhook listener of `webhook`), its status, and handing
 messages on in per-chat order; reading a message into an `Inbound` is in `inbound`, delivery
-in `delivery`, the streaming preview in `stream`, settings in `options`, pure text handling
+in `delivery`, choice cards (inline keyboards, taps) in `choices`, the streaming preview in `stream`, settings in `options`, pure text handling
 in `text`, the registry's view of the platform in `plugin`.
 
 Decisions: `account` is the bot's numeric id (the token's part before ":", as getMe says);
@@ -30,7 +30,10 @@ from channels.background import BackgroundTasks
 from channels.base import (
     ChannelStatus,
     ChatRef,
+    Choice,
+    ChoiceCard,
     FinalOnlyStream,
+    Inbound,
     InboundHandler,
     Outbound,
     OutboundFile,
@@ -39,6 +42,7 @@ from channels.base import (
 from channels.chunking import split_markdown
 from channels.formatting import utf16_len
 from channels.reconnect import Backoff, connect_until_up
+from channels.telegram.choices import TelegramChoices
 from channels.telegram.delivery import MAX_RETRY_AFTER, TelegramSender
 from channels.telegram.errors import TelegramDeliveryError, describe_error
 from channels.telegram.inbound import TelegramReader
@@ -69,6 +73,7 @@ log = logging.getLogger(LOGGER_NAME)
 RECONNECT_MAX_DELAY = 30.0
 STOP_TIMEOUT = 2.0
 START_WAIT = 15.0  # start() returns after this even if the first attempt still hangs
+UPDATES = ["message", "callback_query"]  # messages, and taps on choice cards' buttons
 
 
 class TelegramChannel:
@@ -85,6 +90,7 @@ class TelegramChannel:
         self._sender = TelegramSender(options, self._redactor, lambda: self._app)
         self._reader = TelegramReader(options, self._sender, self._redactor)
         self._media = TelegramMedia(options, self._sender, self._redactor)
+        self._choices = TelegramChoices(self._sender, self.account)
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._on_message: InboundHandler | None = None
         self._status = ChannelStatus(self.name, False, "not started")
@@ -221,7 +227,7 @@ class TelegramChannel:
         if not app.updater.running:
             await app.updater.start_polling(
                 timeout=timedelta(seconds=self._opt.poll_timeout),
-                allowed_updates=["message"],
+                allowed_updates=UPDATES,
                 error_callback=self._on_poll_error,
             )
         self._set_status(True, f"polling as @{self._username}")
@@ -230,7 +236,7 @@ class TelegramChannel:
         opt = self._opt
         await self._webhook.start()
         await app.bot.set_webhook(
-            opt.webhook_url, secret_token=opt.webhook_secret, allowed_updates=["message"]
+            opt.webhook_url, secret_token=opt.webhook_secret, allowed_updates=UPDATES
         )
 
     async def _on_webhook_update(self, payload: Any) -> int:
@@ -289,6 +295,9 @@ class TelegramChannel:
 
     def _receive(self, update: Update) -> asyncio.Task[None] | None:
         """Start handing one update on (in per-chat order); the task, or None if dropped."""
+        if update.callback_query is not None and not self._stopping:
+            tap = self._choices.read_tap(update.callback_query)
+            return self._spawn(self._hand_on(tap), "telegram-tap") if tap else None
         message = update.message  # edited messages, channel posts etc. arrive elsewhere: ignored
         if message is None or self._stopping or not self._reader.wanted(message, self._username):
             return None
@@ -320,6 +329,9 @@ class TelegramChannel:
                 turn.set_result(None)
             if self._tails.get(key) is turn:
                 del self._tails[key]
+        await self._hand_on(inbound)
+
+    async def _hand_on(self, inbound: Inbound) -> None:
         assert self._on_message is not None
         try:
             await self._on_message(inbound)
@@ -350,6 +362,15 @@ class TelegramChannel:
 
     async def send_file(self, out: OutboundFile) -> None:
         await self._media.send_file(out)
+
+    async def send_choice(self, card: ChoiceCard) -> str:
+        return await self._choices.send(card)
+
+    async def answer_choice(self, chat: ChatRef, choice: Choice, note: str) -> None:
+        await self._choices.answer(choice, note)
+
+    async def settle_choice(self, chat: ChatRef, message_id: str, text: str) -> None:
+        await self._choices.settle(chat, message_id, text)
 
     async def react(
         self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False

@@ -48,6 +48,14 @@ class Posted:
     reference: str | None
     edits: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    components: list[dict[str, Any]] = field(default_factory=list)  # buttons, as sent
+
+    @property
+    def buttons(self) -> dict[str, str]:
+        """Label -> custom_id of the buttons the message shows now."""
+        return {
+            b["label"]: b["custom_id"] for row in self.components for b in row.get("components", [])
+        }
 
 
 @dataclass
@@ -212,6 +220,21 @@ class FakeDiscord:
         await self.gateway.dispatch("INTERACTION_CREATE", data)
         return data
 
+    async def tap(
+        self, posted: Posted, label: str, sender: dict[str, Any] = ALICE
+    ) -> dict[str, Any]:
+        """`sender` taps the button labelled `label` under the bot's message `posted` (in a
+        DM): a component interaction (type 3) on the gateway."""
+        message = p.message(posted.channel_id, p.bot_user(), posted.content, message_id=posted.id)
+        message["components"] = posted.components
+        channel = {"id": posted.channel_id, "type": 1, "recipients": [sender]}
+        data = p.interaction("", sender, channel)
+        data["type"] = 3
+        data["data"] = {"custom_id": posted.buttons[label], "component_type": 2}
+        data["message"] = message
+        await self.gateway.dispatch("INTERACTION_CREATE", data)
+        return data
+
     # -- REST ------------------------------------------------------------------------------
 
     async def _rest(self, request: web.Request) -> web.StreamResponse:
@@ -281,6 +304,8 @@ class FakeDiscord:
             channel_id, p.bot_user(), str(body.get("content") or ""), guild_id=guild
         )
         posted = Posted(channel_id, message["id"], message["content"], reference, files=files)
+        posted.components = list(body.get("components") or [])
+        message["components"] = posted.components
         async with self.changed:
             self.messages[message["id"]] = posted
             if nonce:

@@ -83,6 +83,8 @@ async def _edit_message(fake: FakeDiscord, call: DiscordCall) -> Any:
     async with fake.changed:
         posted.content = str(call.body.get("content") or "")
         posted.edits.append(posted.content)
+        if "components" in call.body:
+            posted.components = list(call.body["components"] or [])
         fake.changed.notify_all()
     guild = p.GUILD_ID if posted.channel_id not in fake.dm_channels.values() else None
     message = p.message(
@@ -145,7 +147,7 @@ async def _upsert_command(fake: FakeDiscord, call: DiscordCall) -> Any:
 
 async def _interaction_callback(fake: FakeDiscord, call: DiscordCall) -> Any:
     return {
-        "interaction": {"id": call.params["interaction_id"], "type": 2},
+        "interaction": {"id": call.params["interaction_id"], "type": 2},  # (or 3: a button's)
         "resource": {"type": call.body.get("type", 5)},
     }
 

@@ -59,6 +59,7 @@ class _Posted:
     text: str
     thread_ts: str | None
     edits: list[str] = field(default_factory=list)
+    first: str = ""  # the text it was posted with
 
 
 class FakeSlack:
@@ -189,6 +190,45 @@ class FakeSlack:
         }
         return await self._push("slash_commands", payload, True, timeout)
 
+    async def push_action(self, payload: dict[str, Any], *, timeout: float = 5.0) -> str:
+        """Send an `interactive` envelope (a button tap's `block_actions`) over the socket."""
+        return await self._push("interactive", payload, True, timeout)
+
+    def block_actions(self, card: SlackCall, label: str, user_id: str) -> dict[str, Any]:
+        """The payload Slack sends when `user_id` taps the button labelled `label` on the
+        message `card` (a chat.postMessage call with blocks)."""
+        blocks = card.params["blocks"]
+        blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+        buttons = [e for b in blocks if b["type"] == "actions" for e in b["elements"]]
+        button = next(b for b in buttons if b["text"]["text"] == label)
+        channel = str(card.params["channel"])
+        text = str(card.params.get("text", ""))
+        ts = next(
+            t for t, m in reversed(self.messages.items()) if (m.channel, m.first) == (channel, text)
+        )
+        return {
+            "type": "block_actions",
+            "team": {"id": TEAM_ID, "domain": "fake"},
+            "user": {"id": user_id, "username": user_id.lower(), "name": user_id.lower()},
+            "api_app_id": APP_ID,
+            "token": "verification",
+            "container": {"type": "message", "message_ts": ts, "channel_id": channel},
+            "trigger_id": f"trigger-{uuid.uuid4().hex[:8]}",
+            "channel": {"id": channel, "name": "directmessage"},
+            "message": {"type": "message", "ts": ts, "text": card.params.get("text", "")},
+            "response_url": f"http://127.0.0.1:{self.port}/response",
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": button["action_id"],
+                    "block_id": next(b["block_id"] for b in blocks if b["type"] == "actions"),
+                    "value": button["value"],
+                    "text": button["text"],
+                    "action_ts": str(time.time()),
+                }
+            ],
+        }
+
     async def drop_socket(self, clean: bool, *, reset: bool = True) -> None:
         """Close the open socket: a close frame (1000) when clean; otherwise the TCP
         connection goes without a close frame, by a reset or (`reset=False`) a plain FIN."""
@@ -278,8 +318,12 @@ class FakeSlack:
             await hold.wait()
         ts = self.new_ts()
         thread_ts = params.get("thread_ts")
-        self.messages[ts] = _Posted(channel, ts, str(params.get("text", "")), thread_ts)
+        text = str(params.get("text", ""))
+        self.messages[ts] = _Posted(channel, ts, text, thread_ts, first=text)
         return {"channel": channel, "ts": ts, "message": {"text": params.get("text"), "ts": ts}}
+
+    async def _m_chat_postEphemeral(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"message_ts": self.new_ts()}
 
     async def _m_chat_update(self, params: dict[str, Any]) -> dict[str, Any]:
         ts = str(params.get("ts"))

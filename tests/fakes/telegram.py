@@ -47,6 +47,7 @@ class Call:
     params: dict[str, Any]
     status: int = 200
     at: float = field(default_factory=time.monotonic)
+    result: Any = None  # what the fake answered (the sent message, for sendMessage)
 
     @property
     def ok(self) -> bool:
@@ -330,7 +331,10 @@ class FakeTelegram:
         handler = getattr(self, f"_m_{method}", None)
         if handler is None:
             return self._record(method, params, 404, {"description": "Not Found"})
-        return self._record(method, params, 200, {"result": handler(params)})
+        result = handler(params)
+        response = self._record(method, params, 200, {"result": result})
+        self.sent[-1].result = result
+        return response
 
     def _take_failure(self, method: str, params: dict[str, Any]) -> _Failure | None:
         for failure in self._failures.get(method, []):
@@ -420,6 +424,34 @@ class FakeTelegram:
 
     def _m_setMessageReaction(self, params: dict[str, Any]) -> bool:
         return True
+
+    def _m_answerCallbackQuery(self, params: dict[str, Any]) -> bool:
+        return True
+
+    def tap(self, card: Call, data: str, *, user_id: int = 42, first_name: str = "Ada") -> str:
+        """Push a `callback_query`: `user_id` tapped the inline button with `data` under the
+        message `card` (a sendMessage call the fake answered). Returns the query's id."""
+        query_id = f"q{next(self._update_ids)}"
+        params = card.params
+        chat_id = int(params["chat_id"])
+        message = {
+            "message_id": card.result["message_id"],
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+            "from": self._m_getMe(params),
+            "text": params.get("text", ""),
+            "reply_markup": params.get("reply_markup"),
+        }
+        sender = {"id": user_id, "is_bot": False, "first_name": first_name}
+        query = {"id": query_id, "from": sender, "chat_instance": "ci", "data": data}
+        self.push_update({"callback_query": {**query, "message": message}})
+        return query_id
+
+    def buttons(self, card: Call) -> list[tuple[str, str]]:
+        """The (label, callback_data) of the inline keyboard sent with `card`."""
+        markup = card.params.get("reply_markup") or {}
+        rows = markup.get("inline_keyboard", [])
+        return [(b["text"], b["callback_data"]) for row in rows for b in row]
 
     def voice(
         self, data: bytes, *, user_id: int = 42, duration: int = 3, caption: str | None = None

@@ -92,10 +92,10 @@ async def test_kill_9_of_the_daemon_leaves_no_mcp_server_behind(
         code, listing = await perch_cli(config, "mcp", "list")
         assert code == 0, listing
         assert f"From the running daemon (pid {perch.proc.pid})" in listing
-        assert "demo (stdio" in listing and "up, 11 tool(s)" in listing
+        assert "demo (stdio" in listing and "up, 12 tool(s)" in listing
         assert "    demo__echo" in listing
         code, status = await perch_cli(config, "status")
-        assert "  mcp demo (stdio" in status and "up, 11 tool(s)" in status
+        assert "  mcp demo (stdio" in status and "up, 12 tool(s)" in status
 
         perch.proc.kill()
         await perch.proc.wait()
@@ -152,7 +152,7 @@ async def test_doctor_checks_each_enabled_mcp_server(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"mcp": {"servers": servers}}))
     checks = {c.name: c for c in await doctor_checks(load_config(path, {}))}
     assert set(checks) == {"mcp demo", "mcp gone"}
-    assert checks["mcp demo"].ok and checks["mcp demo"].detail == "up, 11 tool(s)"
+    assert checks["mcp demo"].ok and checks["mcp demo"].detail == "up, 12 tool(s)"
     assert not checks["mcp gone"].ok
     assert "program not found" in checks["mcp gone"].line()
     assert "check mcp.servers.gone" in checks["mcp gone"].line()

@@ -1,5 +1,5 @@
 """The tools both test servers offer: plain text, an error, images (a tiny PNG, one over the
-5 MB cap, a TIFF, audio), structured content, a crash mid-call, a call that never answers, and a tool list that changes at run time."""
+5 MB cap, a TIFF, audio), structured content, a tool marked destructive, a crash mid-call, a call that never answers, and a tool list that changes at run time."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Audio, Image
+from mcp.types import ToolAnnotations
 
 # A 1x1 PNG.
 PIXEL = bytes.fromhex(
@@ -48,6 +49,11 @@ def build_server(name: str) -> MCPServer:
             Image(data=PIXEL, format="tiff"),
             Audio(data=b"RIFF0000WAVE", format="wav"),
         ]
+
+    @server.tool(annotations=ToolAnnotations(destructiveHint=True))
+    def wipe(name: str) -> str:
+        """Pretends to delete a record (the server marks it destructive)."""
+        return f"wiped {name}"
 
     @server.tool()
     def weather(city: str) -> dict[str, object]:

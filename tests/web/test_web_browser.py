@@ -302,7 +302,7 @@ async def test_nothing_happens_without_the_token_or_with_a_forged_form(
         url = daemon.parts.web.url.rstrip("/")
         browser = await fresh(driver, url)
 
-        for path in ("/", "/sessions", "/pairing", "/cron", "/usage", "/logs"):
+        for path in ("/", "/sessions", "/pairing", "/approvals", "/cron", "/usage", "/logs"):
             await browser.open(path)
             assert (await browser.path()).startswith("/login"), path
         await browser.fill("input[name=token]", "not-the-token-at-all")

@@ -29,7 +29,7 @@ from tests.harness import make_config, running_daemon
 from tests.store_backends import NO_POSTGRES, PostgresServer, drop_database, new_database
 from tests.waiting import eventually
 
-PAGES = ("/", "/sessions", "/pairing", "/cron", "/usage", "/logs")
+PAGES = ("/", "/sessions", "/pairing", "/approvals", "/cron", "/usage", "/logs")
 CHANGES = (
     ("/runs/stop", {"session": "agent:main:telegram:bot:dm:u1"}),
     ("/pairing/approve", {"channel": "telegram", "code": "AAAA2222"}),

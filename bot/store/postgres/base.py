@@ -215,6 +215,28 @@ MIGRATIONS: list[str] = [
     ALTER TABLE messages ADD COLUMN rejected TEXT NOT NULL DEFAULT '';
     CREATE INDEX messages_kept ON messages(session_id, id) WHERE rejected = '';
     """,
+    # 8: approvals for risky tools, requests and decisions (postgres/approvals.py)
+    """
+    CREATE TABLE approvals (
+        seq BIGSERIAL UNIQUE,
+        id TEXT PRIMARY KEY,
+        created_at DOUBLE PRECISION NOT NULL,
+        session_key TEXT NOT NULL,
+        origin TEXT NOT NULL DEFAULT '',
+        tool TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        requester TEXT NOT NULL DEFAULT '',
+        approver TEXT NOT NULL DEFAULT '',
+        instance TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL DEFAULT 'pending',
+        decided_by TEXT NOT NULL DEFAULT '',
+        decided_at DOUBLE PRECISION,
+        reason TEXT NOT NULL DEFAULT '',
+        remembered BOOLEAN NOT NULL DEFAULT FALSE
+    );
+    CREATE INDEX approvals_by_time ON approvals(created_at);
+    CREATE INDEX approvals_pending ON approvals(status) WHERE status = 'pending';
+    """,
 ]
 
 

@@ -4,7 +4,7 @@
 the schema with its own `MIGRATIONS` (`perch_schema` holds the version). The store's parts
 live next to it: sessions and history in `sessions.py`, inbox, pairing and cron in
 `queues.py`, claims and stops in `claims.py`, the search index in `search.py` and its
-embeddings' vectors in `vectors.py`, schema and the shared pool in `base.py`.
+embeddings' vectors in `vectors.py`, approvals in `approvals.py`, schema and the shared pool in `base.py`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 
+from bot.store.postgres.approvals import PostgresApprovals
 from bot.store.postgres.base import MIGRATE_LOCK, MIGRATIONS
 from bot.store.postgres.claims import PostgresClaims
 from bot.store.postgres.queues import PostgresQueues
@@ -43,7 +44,12 @@ CONNECT_TIMEOUT = 10.0
 
 
 class PostgresStore(
-    PostgresSessions, PostgresQueues, PostgresClaims, PostgresSearch, PostgresVectors
+    PostgresSessions,
+    PostgresQueues,
+    PostgresClaims,
+    PostgresSearch,
+    PostgresVectors,
+    PostgresApprovals,
 ):
     """The daemon's database on a PostgreSQL server."""
 

@@ -210,6 +210,27 @@ MIGRATIONS: list[str] = [
     ALTER TABLE messages ADD COLUMN rejected TEXT NOT NULL DEFAULT '';
     CREATE INDEX messages_kept ON messages(session_id, id) WHERE rejected = '';
     """,
+    # 9: approvals for risky tools, requests and decisions (sqlite/approvals.py)
+    """
+    CREATE TABLE approvals (
+        id TEXT PRIMARY KEY,
+        created_at REAL NOT NULL,
+        session_key TEXT NOT NULL,
+        origin TEXT NOT NULL DEFAULT '',
+        tool TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        requester TEXT NOT NULL DEFAULT '',
+        approver TEXT NOT NULL DEFAULT '',
+        instance TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL DEFAULT 'pending',
+        decided_by TEXT NOT NULL DEFAULT '',
+        decided_at REAL,
+        reason TEXT NOT NULL DEFAULT '',
+        remembered INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX approvals_by_time ON approvals(created_at);
+    CREATE INDEX approvals_pending ON approvals(status) WHERE status = 'pending';
+    """,
 ]
 
 

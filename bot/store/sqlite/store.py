@@ -4,7 +4,7 @@
 in WAL mode, and upgrades the schema with the ordered `MIGRATIONS` (`PRAGMA user_version`).
 The store's parts live next to it: sessions and history in `sessions.py`, inbox, pairing, cron
 and instances in `queues.py`, claims and stops in `claims.py`, the search index in
-`search.py` and its embeddings' vectors in `vectors.py`, schema and the shared connection in
+`search.py` and its embeddings' vectors in `vectors.py`, approvals in `approvals.py`, schema and the shared connection in
 `base.py`.
 """
 
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from bot.store.rows import BOOL_COLUMNS, COPY_COLUMNS, INBOX_LEASE, AlreadyRunning, CopyRow
+from bot.store.sqlite.approvals import SQLiteApprovals
 from bot.store.sqlite.base import MIGRATIONS, prepare
 from bot.store.sqlite.claims import SQLiteClaims
 from bot.store.sqlite.queues import SQLiteQueues
@@ -27,7 +28,9 @@ from bot.store.sqlite.thread import SQLiteThread
 from bot.store.sqlite.vectors import SQLiteVectors
 
 
-class SQLiteStore(SQLiteSessions, SQLiteQueues, SQLiteClaims, SQLiteSearch, SQLiteVectors):
+class SQLiteStore(
+    SQLiteSessions, SQLiteQueues, SQLiteClaims, SQLiteSearch, SQLiteVectors, SQLiteApprovals
+):
     """The daemon's database in one SQLite file (or `:memory:`)."""
 
     latest_schema = len(MIGRATIONS)
