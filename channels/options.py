@@ -76,6 +76,11 @@ class ChannelPolicy(ChannelOptions):
     def owner_ids(self) -> tuple[str, ...]:
         return tuple(i for i in self.allow_from if i != "*")
 
+    def allows(self, sender_id: str) -> bool:
+        """Whether `allow_from` names this sender (a platform may widen the match, as email's
+        `@domain` entries do); `"*"` is the `open` policy's, not a match here."""
+        return sender_id in self.allow_from
+
     @model_validator(mode="after")
     def _policies_make_sense(self) -> ChannelPolicy:
         if not self.enabled:

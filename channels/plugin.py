@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from channels.base import Channel
 from channels.options import ChannelOptions
+from channels.state import ChannelState, MemoryState
 
 if TYPE_CHECKING:
     import aiohttp
@@ -57,11 +58,13 @@ class ChannelContext:
     """What the daemon hands a factory besides the options.
 
     `request_stop` asks the daemon to shut down (the console calls it at end of input when it
-    is the only channel); `others` are the keys of the other enabled channels.
+    is the only channel); `others` are the keys of the other enabled channels; `state` keeps
+    what the channel must remember across restarts (a read cursor), in the daemon's store.
     """
 
     request_stop: Callable[[], None] | None = None
     others: tuple[str, ...] = ()
+    state: ChannelState = field(default_factory=MemoryState)
 
 
 Factory = Callable[[ChannelOptions, ChannelContext], Channel]

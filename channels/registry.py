@@ -36,6 +36,7 @@ BUILTIN: tuple[str, ...] = (
     "channels.slack.plugin",
     "channels.signal.plugin",
     "channels.discord.plugin",
+    "channels.email.plugin",
     "channels.console",
 )
 
