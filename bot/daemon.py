@@ -29,6 +29,7 @@ from typing import Any
 from agents.subagents import SubagentRunner
 from agents.tools.base import ToolRegistry
 from bot.build import Parts, build
+from bot.channel_state import StoreChannelState
 from bot.cluster.instances import InstanceBeacon
 from bot.cluster.receivers import beat_every
 from bot.config.paths import status_path
@@ -124,7 +125,9 @@ class Daemon:
         self.channels = (
             self._given_channels
             if self._given_channels is not None
-            else build_channels(config.channels, self.request_stop)
+            else build_channels(
+                config.channels, self.request_stop, lambda key: StoreChannelState(store, key)
+            )
         )
         self.parts = parts = build(config, store, self.channels, instance_id)
         if parts.web is not None:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from channels.base import Channel
 from channels.options import ChannelOptions, secret_values
 from channels.plugin import Capabilities, ChannelContext, ChannelPlugin
+from channels.state import ChannelState
 
 log = logging.getLogger(__name__)
 
@@ -175,16 +176,24 @@ def default_channels() -> ChannelsConfig:
 
 
 def build_channels(
-    config: ChannelsConfig, request_stop: Callable[[], None] | None = None
+    config: ChannelsConfig,
+    request_stop: Callable[[], None] | None = None,
+    state: Callable[[str], ChannelState] | None = None,
 ) -> dict[str, Channel]:
-    """The enabled channels' adapters, in registry order (each library imported only now)."""
+    """The enabled channels' adapters, in registry order (each library imported only now);
+    `state(key)` is what channel `key` keeps across restarts (in memory when not given)."""
     enabled = config.enabled()
     built: dict[str, Channel] = {}
     for key in enabled:
         plugin = _plugins[key]
         options = config.options(key)
         assert options is not None
-        context = ChannelContext(request_stop, tuple(k for k in enabled if k != key))
+        others = tuple(k for k in enabled if k != key)
+        context = (
+            ChannelContext(request_stop, others, state(key))
+            if state is not None
+            else ChannelContext(request_stop, others)
+        )
         built[key] = plugin.create(options, context)
     return built
 

@@ -367,6 +367,14 @@ class Search(Protocol):
         """Forget every vector of a space other than `keep` (None: every vector)."""
 
 
+class ChannelStates(Protocol):
+    """What channels keep across restarts (an IMAP cursor), small text by channel and name."""
+
+    async def channel_state(self, channel: str, name: str) -> str | None: ...
+
+    async def set_channel_state(self, channel: str, name: str, value: str) -> None: ...
+
+
 class Store(
     Lifecycle,
     Sessions,
@@ -380,6 +388,7 @@ class Store(
     Stops,
     Copying,
     Search,
+    ChannelStates,
     Protocol,
 ):
     """Every role at once: what `open_store` returns. Hand a part only the roles it uses."""

@@ -35,6 +35,7 @@ COPY_COLUMNS: dict[str, tuple[str, ...]] = {
                   "next_run_at", "last_run_at", "last_status", "last_error", "failures"),
     "cron_runs": ("id", "job_id", "started_at", "finished_at", "status", "detail"),
     "session_models": ("session_key", "model", "updated_at"),
+    "channel_state": ("channel", "name", "value", "updated_at"),
 }  # fmt: skip
 BOOL_COLUMNS = frozenset({("sessions", "archived"), ("cron_jobs", "enabled")})
 CopyRow = tuple[Any, ...]

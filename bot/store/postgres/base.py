@@ -209,6 +209,16 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (space, digest)
     );
     """,
+    # what channels keep across restarts (the email channel's IMAP cursor)
+    """
+    CREATE TABLE channel_state (
+        channel TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (channel, name)
+    );
+    """,
 ]
 
 

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 
 from bot.store.postgres.base import MIGRATE_LOCK, MIGRATIONS
+from bot.store.postgres.channel_state import PostgresChannelState
 from bot.store.postgres.claims import PostgresClaims
 from bot.store.postgres.queues import PostgresQueues
 from bot.store.postgres.search import PostgresSearch
@@ -31,13 +32,19 @@ _ORDER = {
     "pairing": "channel, code",
     "approved_senders": "channel, sender_id",
     "session_models": "session_key",
+    "channel_state": "channel, name",
 }
 _IDENTITY = ("messages", "inbox", "usage", "cron_runs")
 CONNECT_TIMEOUT = 10.0
 
 
 class PostgresStore(
-    PostgresSessions, PostgresQueues, PostgresClaims, PostgresSearch, PostgresVectors
+    PostgresSessions,
+    PostgresQueues,
+    PostgresClaims,
+    PostgresSearch,
+    PostgresVectors,
+    PostgresChannelState,
 ):
     """The daemon's database on a PostgreSQL server."""
 

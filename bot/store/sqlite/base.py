@@ -201,6 +201,16 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (space, digest)
     ) WITHOUT ROWID;
     """,
+    # what channels keep across restarts (the email channel's IMAP cursor)
+    """
+    CREATE TABLE channel_state (
+        channel TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (channel, name)
+    );
+    """,
 ]
 
 

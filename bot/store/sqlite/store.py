@@ -19,6 +19,7 @@ from typing import IO
 
 from bot.store.rows import BOOL_COLUMNS, COPY_COLUMNS, INBOX_LEASE, AlreadyRunning, CopyRow
 from bot.store.sqlite.base import MIGRATIONS, prepare
+from bot.store.sqlite.channel_state import SQLiteChannelState
 from bot.store.sqlite.claims import SQLiteClaims
 from bot.store.sqlite.queues import SQLiteQueues
 from bot.store.sqlite.search import SQLiteSearch
@@ -27,7 +28,9 @@ from bot.store.sqlite.thread import SQLiteThread
 from bot.store.sqlite.vectors import SQLiteVectors
 
 
-class SQLiteStore(SQLiteSessions, SQLiteQueues, SQLiteClaims, SQLiteSearch, SQLiteVectors):
+class SQLiteStore(
+    SQLiteSessions, SQLiteQueues, SQLiteClaims, SQLiteSearch, SQLiteVectors, SQLiteChannelState
+):
     """The daemon's database in one SQLite file (or `:memory:`)."""
 
     latest_schema = len(MIGRATIONS)
