@@ -1,6 +1,6 @@
 """The `ChannelState` each channel is given (`channels.state`), kept in the store.
 
-A channel saves what it must remember across restarts (the email channel's IMAP cursor)
+A channel saves what it must remember across restarts (an IMAP cursor)
 under names of its own; the store keeps them by channel key (`ChannelStates` role), so two
 channels never see each other's values and a restart, or another instance taking the
 channel over, finds them.

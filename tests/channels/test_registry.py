@@ -94,6 +94,7 @@ def test_the_builtin_plugins_load_in_registry_order_by_module_name() -> None:
         "slack",
         "signal",
         "discord",
+        "email",
         "console",
     ]
     assert registry.names()[: len(registry.BUILTIN)] == (
@@ -101,6 +102,7 @@ def test_the_builtin_plugins_load_in_registry_order_by_module_name() -> None:
         "slack",
         "signal",
         "discord",
+        "email",
         "console",
     )
 

@@ -201,7 +201,7 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (space, digest)
     ) WITHOUT ROWID;
     """,
-    # what channels keep across restarts (the email channel's IMAP cursor)
+    # what channels keep across restarts (an IMAP cursor)
     """
     CREATE TABLE channel_state (
         channel TEXT NOT NULL,
