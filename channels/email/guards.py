@@ -34,9 +34,10 @@ _REPORT_TYPES = ("multipart/report",)
 
 def why_not_answer(message: Message, own_address: str) -> str | None:
     """The reason this mail gets no reply (see the module docstring), or None."""
-    auto = str(message.get("Auto-Submitted", "no")).split(";")[0].strip().lower()
-    if auto and auto != "no":
-        return f"Auto-Submitted: {auto}"
+    if message.get("Auto-Submitted") is not None:
+        auto = str(message["Auto-Submitted"]).split(";")[0].strip().lower()
+        if auto != "no":  # an empty or unknown value is a robot's too
+            return f"Auto-Submitted: {auto or '(empty)'}"
     precedence = str(message.get("Precedence", "")).strip().lower()
     if precedence in _BULK_PRECEDENCE:
         return f"Precedence: {precedence}"

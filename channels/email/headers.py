@@ -54,7 +54,8 @@ def references_for_reply(message: Message, raw: bytes) -> list[str]:
     chain = message_ids(message.get("References"))
     if not chain:
         chain = message_ids(message.get("In-Reply-To"))
-    chain = [*dict.fromkeys([*chain, own_id(message, raw)])]
+    own = own_id(message, raw)
+    chain = [*dict.fromkeys(ref for ref in chain if ref != own), own]
     if len(chain) > MAX_REFERENCES:
         chain = [chain[0], *chain[-(MAX_REFERENCES - 1) :]]
     return chain
