@@ -239,7 +239,7 @@ async def smtp_sink(dovecot: Dovecot) -> AsyncIterator[SmtpSink]:
             isinstance(data, LoginPassword)
             and dovecot.passwords.get(data.login.decode()) == data.password.decode()
         )
-        return AuthResult(success=ok)
+        return AuthResult(success=ok, handled=False)  # aiosmtpd answers 535 itself
 
     received: asyncio.Queue[EmailMessage] = asyncio.Queue()
     handler = _Sink(dovecot, received)

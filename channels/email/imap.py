@@ -76,7 +76,8 @@ class ImapSession:
         protocol = self.client.protocol
         if not self.has("STARTTLS"):
             raise ImapError("the server offers no STARTTLS; use tls: ssl (port 993)")
-        response = await asyncio.wait_for(protocol.simple_command("STARTTLS"), self.timeout)
+        command = aioimaplib.Command("STARTTLS", protocol.new_tag(), loop=protocol.loop)
+        response = await asyncio.wait_for(protocol.execute(command), self.timeout)
         if response.result != "OK":
             raise ImapError(f"STARTTLS refused: {_said(response)}")
         loop = asyncio.get_running_loop()
@@ -84,6 +85,7 @@ class ImapSession:
             protocol.transport, protocol, tls_context(), server_hostname=host
         )
         protocol.transport = transport
+        protocol.capabilities = set()  # what was said in clear is not to be believed
         await asyncio.wait_for(protocol.capability(), self.timeout)
 
     async def select(self, folder: str) -> Folder:
