@@ -336,3 +336,18 @@ def test_allow_from_takes_addresses_and_domains_without_regard_to_case() -> None
     assert options.allows("alice@example.org") and options.allows("bob@corp.test")
     assert not options.allows("bob@sub.corp.test") and not options.allows("eve@example.org")
     assert options.owner_ids() == ("alice@example.org",)
+
+
+def test_the_nested_passwords_are_secrets_the_logs_never_show() -> None:
+    from channels.options import is_secret_field, secret_values
+
+    options = EmailOptions.model_validate(
+        settings(
+            imap={"host": "h", "password": "imap-pw"}, smtp={"host": "h", "password": "smtp-pw"}
+        )
+    )
+    assert sorted(secret_values(options)) == ["imap-pw", "smtp-pw"]
+    assert is_secret_field(EmailOptions, "imap.password")
+    assert not is_secret_field(EmailOptions, "imap.host") and not is_secret_field(
+        EmailOptions, "x.y"
+    )
