@@ -64,6 +64,13 @@ class Dovecot:
         (self.root / "users" / address).write_text(f"{address}:{{PLAIN}}{password}::::::\n")
         return address, password
 
+    def kick(self, user: str) -> None:
+        """Close every IMAP session of `user` (what a server restart does to a client)."""
+        argv = ["doveadm", "-c", str(self.conf), "kick", user]
+        done = subprocess.run(argv, capture_output=True, timeout=20, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"doveadm kick failed: {done.stderr.decode(errors='replace')}")
+
     def deliver(self, to: str, raw: bytes, envelope_from: str = "") -> None:
         """Land `raw` in `to`'s INBOX through dovecot-lda, with the `Return-Path` an MTA
         writes at final delivery (`envelope_from` "" is a bounce's null sender `<>`)."""

@@ -14,12 +14,15 @@ from __future__ import annotations
 import asyncio
 import re
 import ssl
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import aioimaplib
 
 from channels.email.options import ImapOptions
 
+T = TypeVar("T")
 _UIDVALIDITY = re.compile(rb"\[UIDVALIDITY (\d+)\]")
 _UIDNEXT = re.compile(rb"\[UIDNEXT (\d+)\]")
 
@@ -42,13 +45,16 @@ def tls_context() -> ssl.SSLContext:
 async def open_session(options: ImapOptions, username: str) -> ImapSession:
     """Connected, encrypted as configured, and logged in; `ImapError` if any step fails."""
     host, port, timeout = options.host, options.real_port(), options.timeout_s
-    if options.tls == "ssl":
-        client: aioimaplib.IMAP4 = aioimaplib.IMAP4_SSL(
-            host, port, timeout=timeout, ssl_context=tls_context()
-        )
-    else:
-        client = aioimaplib.IMAP4(host, port, timeout=timeout)
-    session = ImapSession(client, timeout)
+    lost = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    client = aioimaplib.IMAP4(
+        host,
+        port,
+        timeout=timeout,
+        conn_lost_cb=lambda exc: loop.call_soon_threadsafe(lost.set),
+        ssl_context=tls_context() if options.tls == "ssl" else None,
+    )
+    session = ImapSession(client, timeout, lost)
     try:
         await client.wait_hello_from_server()
         if options.tls == "starttls":
@@ -65,9 +71,10 @@ async def open_session(options: ImapOptions, username: str) -> ImapSession:
 class ImapSession:
     """One logged-in connection (see the module docstring)."""
 
-    def __init__(self, client: aioimaplib.IMAP4, timeout: float) -> None:
+    def __init__(self, client: aioimaplib.IMAP4, timeout: float, lost: asyncio.Event) -> None:
         self.client = client
         self.timeout = timeout
+        self.lost = lost  # set when the server closes the connection (BYE, a restart)
 
     def has(self, capability: str) -> bool:
         return self.client.has_capability(capability)
@@ -89,7 +96,7 @@ class ImapSession:
         await asyncio.wait_for(protocol.capability(), self.timeout)
 
     async def select(self, folder: str) -> Folder:
-        response = await self.client.select(folder)
+        response = await self.call(self.client.select(folder))
         if response.result != "OK":
             raise ImapError(f"cannot open folder {folder!r}: {_said(response)}")
         joined = b"\n".join(bytes(line) for line in response.lines)
@@ -100,15 +107,15 @@ class ImapSession:
 
     async def uids_after(self, uid: int) -> list[int]:
         """UIDs above `uid`, ascending (`n:*` also names the last mail when it is lower)."""
-        response = await self.client.uid_search("UID", f"{uid + 1}:*")
+        response = await self.call(self.client.uid_search("UID", f"{uid + 1}:*"))
         return [u for u in _numbers(response) if u > uid]
 
     async def unseen(self) -> list[int]:
-        return _numbers(await self.client.uid_search("UNSEEN"))
+        return _numbers(await self.call(self.client.uid_search("UNSEEN")))
 
     async def fetch(self, uid: int) -> bytes | None:
         """The mail's bytes, or None if it is gone (expunged by another client)."""
-        response = await self.client.uid("fetch", str(uid), "(UID BODY.PEEK[])")
+        response = await self.call(self.client.uid("fetch", str(uid), "(UID BODY.PEEK[])"))
         if response.result != "OK":
             raise ImapError(f"fetching UID {uid} failed: {_said(response)}")
         for line in response.lines:
@@ -120,7 +127,7 @@ class ImapSession:
         await self._ok(self.client.uid("store", str(uid), "+FLAGS", "(\\Seen)"), "flag")
 
     async def move(self, uid: int, folder: str) -> None:
-        await self.client.create(folder)  # refused when it exists: fine
+        await self.call(self.client.create(folder))  # refused when it exists: fine
         if self.has("MOVE"):
             await self._ok(self.client.uid("move", str(uid), folder), f"move to {folder!r}")
             return
@@ -131,13 +138,37 @@ class ImapSession:
 
     async def wait_for_news(self, renew_s: float) -> None:
         """Return when the server pushes a change to the folder, or after `renew_s` (IDLE)."""
-        idle = await self.client.idle_start(timeout=renew_s)
+        idle = await self.call(self.client.idle_start(timeout=renew_s))
         try:
-            await self.client.wait_server_push(timeout=renew_s + self.timeout)
+            await self.call(self.client.wait_server_push(timeout=renew_s), renew_s + self.timeout)
+        except BaseException:
+            idle.cancel()
+            raise
+        if self.client.has_pending_idle():
+            self.client.idle_done()
+        await self.call(idle)
+
+    async def call(self, work: Awaitable[T], within: float | None = None) -> T:
+        """`work`'s result; `ImapError` at once if the server closes the connection, or
+        when no answer came `within` seconds (the session's timeout by default)."""
+        if self.lost.is_set():
+            if asyncio.iscoroutine(work):
+                work.close()  # never started
+            raise ImapError("the server closed the connection")
+        task = asyncio.ensure_future(work)
+        lost = asyncio.ensure_future(self.lost.wait())
+        try:
+            await asyncio.wait(
+                {task, lost}, timeout=within or self.timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
-            if self.client.has_pending_idle():
-                self.client.idle_done()
-            await asyncio.wait_for(idle, self.timeout)
+            lost.cancel()
+            if not task.done():
+                task.cancel()
+        if not task.done() or task.cancelled():
+            closed = self.lost.is_set()
+            raise ImapError("the server closed the connection" if closed else "no answer in time")
+        return task.result()
 
     async def noop(self) -> None:
         await self._ok(self.client.noop(), "NOOP")
@@ -152,9 +183,8 @@ class ImapSession:
         if transport is not None:
             transport.close()
 
-    async def _ok(self, call: object, what: str) -> None:
-        assert asyncio.iscoroutine(call)
-        response = await call
+    async def _ok(self, work: Awaitable[aioimaplib.Response], what: str) -> None:
+        response = await self.call(work)
         if response.result != "OK":
             raise ImapError(f"{what} failed: {_said(response)}")
 

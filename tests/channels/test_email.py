@@ -195,3 +195,52 @@ def _folders(
         found.append(items)
     client.logout()
     return found[0], found[1]
+
+
+async def test_html_mail_and_attachments_reach_the_handler(
+    dovecot: Dovecot, smtp_sink: SmtpSink, mailboxes: tuple[str, str], bot: Bot
+) -> None:
+    address, alice = mailboxes
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+    message = mail(alice, address, "", subject="Pictures")
+    message.clear_content()
+    message.set_content("<p>Look at <b>this</b></p><p>and the notes</p>", subtype="html")
+    message.add_attachment(png, maintype="image", subtype="png", filename="cat.png")
+    message.add_attachment(b"RIFF....WAVE", maintype="audio", subtype="wav", filename="memo.wav")
+    message.add_attachment(b"%PDF-1.4", maintype="application", subtype="pdf", filename="a.pdf")
+    dovecot.deliver(address, message.as_bytes(), alice)
+    inbound = await bot.next()
+    assert inbound.text == "Subject: Pictures\n\nLook at this\n\nand the notes"
+    assert [(i.media_type, i.data) for i in inbound.images] == [("image/png", png)]
+    assert [(a.kind, a.name, a.media_type, a.data) for a in inbound.attachments] == [
+        ("audio", "memo.wav", "audio/wav", b"RIFF....WAVE"),
+        ("file", "a.pdf", "application/pdf", b"%PDF-1.4"),
+    ]
+
+
+async def test_without_idle_the_folder_is_polled(
+    dovecot: Dovecot, smtp_sink: SmtpSink, mailboxes: tuple[str, str]
+) -> None:
+    address, alice = mailboxes
+    options = email_options(dovecot, smtp_sink, address)
+    polled = options.model_copy(
+        update={"imap": options.imap.model_copy(update={"idle": False, "poll_s": 0.2})}
+    )
+    running = Bot(EmailChannel(polled))
+    await running.channel.start(running.handle)
+    try:
+        assert "polling every 0.2 s" in running.channel.status().detail
+        dovecot.deliver(address, mail(alice, address, "Polled").as_bytes(), alice)
+        assert (await running.next()).text.endswith("Polled")
+    finally:
+        await running.channel.stop()
+
+
+async def test_a_dropped_connection_is_reopened_and_nothing_is_missed(
+    dovecot: Dovecot, smtp_sink: SmtpSink, mailboxes: tuple[str, str], bot: Bot
+) -> None:
+    address, alice = mailboxes
+    dovecot.kick(address)  # the server closes every session of the bot's mailbox
+    dovecot.deliver(address, mail(alice, address, "After the drop").as_bytes(), alice)
+    assert (await bot.next(within=10)).text.endswith("After the drop")
+    assert bot.channel.status().up
