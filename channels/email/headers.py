@@ -28,7 +28,8 @@ def message_ids(value: str | None) -> list[str]:
     if found:
         return found
     bare = str(value).strip()
-    return [bare] if bare and " " not in bare and "@" in bare else []
+    plain = "@" in bare and not any(c.isspace() or c in "<>" for c in bare)
+    return [bare] if plain else []
 
 
 def own_id(message: Message, raw: bytes) -> str:
