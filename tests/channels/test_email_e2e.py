@@ -130,5 +130,13 @@ async def test_a_sender_outside_allow_from_is_not_answered(
         assert reply["To"] == alice
         assert smtp_sink.nothing_more() and len(model.requests) == 1
         assert "Me too" in last_user_text(model.requests[0])
+
+        # /stop by replying /stop (the quoted mail below it trimmed): a command, not a turn
+        stop = mail(alice, bot, "/stop\n\nOn Monday, Perch wrote:\n> echo: Me too", reply_to=reply)
+        dovecot.deliver(bot, stop.as_bytes(), alice)
+        answer = await smtp_sink.next(within=10)
+        text = answer.get_body(preferencelist=("plain",))
+        assert text is not None and text.get_content().strip() == "Nothing to stop."
+        assert answer["In-Reply-To"] == stop["Message-ID"] and len(model.requests) == 1
     finally:
         await daemon.stop()
