@@ -19,10 +19,12 @@ import os
 import secrets
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import warnings
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
@@ -49,6 +51,7 @@ class Dovecot:
     imap_port: int
     imaps_port: int
     cert: Path
+    key: Path
     passwords: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -167,7 +170,7 @@ def dovecot_server() -> Iterator[Dovecot | str]:
     (root / "users").mkdir()
     cert, key = self_signed(root / "tls", "127.0.0.1")
     imap_port, imaps_port = _free_port(), _free_port()
-    server = Dovecot(root, imap_port, imaps_port, cert)
+    server = Dovecot(root, imap_port, imaps_port, cert, key)
     server.conf.write_text(_config(root, imap_port, imaps_port, cert, key))
     process = subprocess.Popen(
         ["dovecot", "-F", "-c", str(server.conf)],
@@ -233,10 +236,11 @@ class SmtpSink:
         return self.received.empty()
 
 
-@pytest.fixture
-async def smtp_sink(dovecot: Dovecot) -> AsyncIterator[SmtpSink]:
-    """An SMTP server on the test's loop: AUTH checked against Dovecot's users (no TLS: it
-    is for 127.0.0.1), each accepted mail kept and delivered to local mailboxes."""
+@asynccontextmanager
+async def smtp_server(dovecot: Dovecot, tls: str = "none") -> AsyncIterator[SmtpSink]:
+    """An SMTP server on the test's loop: AUTH checked against Dovecot's users, each accepted
+    mail kept and delivered to local mailboxes. `tls`: `none` (plain, for 127.0.0.1), `ssl`
+    (implicit TLS) or `starttls` (required before AUTH), with Dovecot's certificate."""
     from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
 
     def authenticate(
@@ -251,6 +255,8 @@ async def smtp_sink(dovecot: Dovecot) -> AsyncIterator[SmtpSink]:
     received: asyncio.Queue[EmailMessage] = asyncio.Queue()
     handler = _Sink(dovecot, received)
     loop = asyncio.get_running_loop()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(dovecot.cert, dovecot.key)
 
     def serve() -> SMTP:
         with warnings.catch_warnings():  # AUTH without TLS: on purpose, on 127.0.0.1
@@ -260,13 +266,22 @@ async def smtp_sink(dovecot: Dovecot) -> AsyncIterator[SmtpSink]:
                 hostname="smtp.example.test",
                 authenticator=authenticate,
                 auth_required=True,
-                auth_require_tls=False,
+                auth_require_tls=tls == "starttls",
+                tls_context=context if tls == "starttls" else None,
+                require_starttls=tls == "starttls",
             )
 
-    server = await loop.create_server(serve, "127.0.0.1", 0)
+    server = await loop.create_server(serve, "127.0.0.1", 0, ssl=context if tls == "ssl" else None)
     port = server.sockets[0].getsockname()[1]
     try:
         yield SmtpSink(port, dovecot.passwords, handler, received)
     finally:
         server.close()
         await server.wait_closed()
+
+
+@pytest.fixture
+async def smtp_sink(dovecot: Dovecot) -> AsyncIterator[SmtpSink]:
+    """A plain `smtp_server` for the test."""
+    async with smtp_server(dovecot) as sink:
+        yield sink

@@ -10,7 +10,7 @@ from channels.email.options import EmailOptions
 from tests.mail_servers import Dovecot, SmtpSink
 
 
-def email_settings(dovecot: Dovecot, smtp: SmtpSink, address: str, **extra: Any) -> dict[str, Any]:
+def email_settings(dovecot: Dovecot, sink: SmtpSink, address: str, **extra: Any) -> dict[str, Any]:
     """`channels.email` for a bot mailbox on the test servers (plain, on 127.0.0.1)."""
     password = dovecot.passwords[address]
     settings: dict[str, Any] = {
@@ -24,7 +24,7 @@ def email_settings(dovecot: Dovecot, smtp: SmtpSink, address: str, **extra: Any)
             "password": password,
             "poll_s": 300,  # a reply within seconds can only come from IDLE
         },
-        "smtp": {"host": "127.0.0.1", "port": smtp.port, "tls": "none", "password": password},
+        "smtp": {"host": "127.0.0.1", "port": sink.port, "tls": "none", "password": password},
         "require_auth": "none",
         "dm_policy": "allowlist",
         "allow_from": ["@example.test"],
@@ -35,8 +35,8 @@ def email_settings(dovecot: Dovecot, smtp: SmtpSink, address: str, **extra: Any)
     return settings
 
 
-def email_options(dovecot: Dovecot, smtp: SmtpSink, address: str, **extra: Any) -> EmailOptions:
-    return EmailOptions.model_validate(email_settings(dovecot, smtp, address, **extra))
+def email_options(dovecot: Dovecot, sink: SmtpSink, address: str, **extra: Any) -> EmailOptions:
+    return EmailOptions.model_validate(email_settings(dovecot, sink, address, **extra))
 
 
 def mail(

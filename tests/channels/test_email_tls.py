@@ -10,12 +10,13 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from channels.base import Inbound
+from channels.base import ChatRef, Inbound, Outbound
 from channels.email.adapter import EmailChannel
 from channels.email.plugin import PLUGIN
+from channels.email.smtp import SmtpError
 from tests.certificates import self_signed
 from tests.channels.email_support import email_options, mail
-from tests.mail_servers import Dovecot, SmtpSink
+from tests.mail_servers import Dovecot, SmtpSink, smtp_server
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -87,3 +88,26 @@ async def test_the_probe_logs_in_to_both_servers(dovecot: Dovecot, smtp_sink: Sm
         )
         refused = await PLUGIN.probe(no_login, http)
         assert not refused.ok and "login" in refused.detail and "wrong" not in refused.detail
+
+
+@pytest.mark.parametrize("mode", ["ssl", "starttls"])
+async def test_replies_go_out_over_tls_with_the_certificate_checked(
+    mode: str, tmp_path: Path, dovecot: Dovecot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bot, password = dovecot.new_mailbox("bot")
+    alice, _ = dovecot.new_mailbox("alice")
+    async with smtp_server(dovecot, mode) as sink:
+        smtp = {"host": "127.0.0.1", "port": sink.port, "tls": mode, "password": password}
+        options = email_options(dovecot, sink, bot, smtp=smtp)
+        monkeypatch.setenv("SSL_CERT_FILE", str(dovecot.cert))
+        channel = EmailChannel(options)
+        chat = ChatRef("email", bot, "dm", alice, "root@example.test", "root@example.test")
+        await channel.send(Outbound(chat, "over TLS"))
+        sent = await sink.next()
+        assert sent["To"] == alice and sent["In-Reply-To"] == "<root@example.test>"
+
+        other, _ = self_signed(tmp_path, "127.0.0.1")
+        monkeypatch.setenv("SSL_CERT_FILE", str(other))
+        with pytest.raises(SmtpError, match="(?i)certificate"):
+            await EmailChannel(options).send(Outbound(chat, "not sent"))
+        assert sink.nothing_more()
