@@ -108,6 +108,6 @@ async def test_replies_go_out_over_tls_with_the_certificate_checked(
 
         other, _ = self_signed(tmp_path, "127.0.0.1")
         monkeypatch.setenv("SSL_CERT_FILE", str(other))
-        with pytest.raises(SmtpError, match="(?i)certificate"):
+        with pytest.raises(SmtpError, match=r"(?i)certificate"):
             await EmailChannel(options).send(Outbound(chat, "not sent"))
         assert sink.nothing_more()
