@@ -140,8 +140,8 @@ def _why_not() -> str | None:
 
 
 def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
-    """Until Dovecot accepts on `port` (nothing announces it); at most 10 s."""
-    for _ in range(200):
+    """Until Dovecot accepts on `port` (nothing announces it); at most 30 s."""
+    for _ in range(600):
         try:
             process.wait(timeout=0.05)  # waits the 50 ms between attempts, or sees an exit
         except subprocess.TimeoutExpired:
@@ -153,7 +153,7 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> N
             return
         except OSError:
             continue
-    raise RuntimeError("dovecot did not listen within 10 s")
+    raise RuntimeError("dovecot did not listen within 30 s")
 
 
 @pytest.fixture(scope="session")
@@ -228,7 +228,7 @@ class SmtpSink:
     handler: _Sink
     received: asyncio.Queue[EmailMessage]
 
-    async def next(self, within: float = 10.0) -> EmailMessage:
+    async def next(self, within: float = 20.0) -> EmailMessage:
         """The next mail the server accepted (fails the test after `within` s)."""
         return await asyncio.wait_for(self.received.get(), within)
 

@@ -35,9 +35,10 @@ from channels.base import (
 )
 from channels.email.authenticity import believed
 from channels.email.compose import FileOut, ReplyTo, compose_reply
+from channels.email.errors import one_line
 from channels.email.guards import ReplyBudget, why_not_answer
 from channels.email.headers import domain_of
-from channels.email.imap import ImapSession
+from channels.email.imap import ImapError, ImapSession
 from channels.email.inbound import MailIn, parse, read_mail
 from channels.email.mailbox import MailboxWatcher
 from channels.email.options import EmailOptions
@@ -116,25 +117,30 @@ class EmailChannel:
         raw = await session.fetch(uid)
         if raw is None:
             return
-        message = parse(raw)
-        reason = why_not_answer(message, self._address)
+        options = self._options
+        try:
+            message = parse(raw)
+            reason = why_not_answer(message, self._address)
+            mail = read_mail(
+                raw,
+                message,
+                max_text_chars=options.max_text_chars,
+                max_image_bytes=options.max_image_bytes,
+                max_file_bytes=options.max_file_bytes,
+            )
+        except Exception as exc:  # a mail the email package cannot read: skip it, keep it
+            log.error("email: UID %d could not be read (%s); left unread", uid, one_line(exc))
+            return
         if reason is not None:
             log.info("email: UID %d not answered: %s", uid, reason)
             return
-        options = self._options
-        mail = read_mail(
-            raw,
-            message,
-            max_text_chars=options.max_text_chars,
-            max_image_bytes=options.max_image_bytes,
-            max_file_bytes=options.max_file_bytes,
-        )
         if not await believed(message, raw, domain_of(mail.sender), options.require_auth):
             log.warning(
                 "email: UID %d not answered: the sender %s is not authenticated "
                 "(require_auth: %s)", uid, mail.sender, options.require_auth,
             )  # fmt: skip
             return
+        self._budget.forget_idle()
         if not self._budget.take(mail.sender):
             log.warning(
                 "email: UID %d not answered: %s already had %d replies this hour "
@@ -144,9 +150,12 @@ class EmailChannel:
         self._remember(mail)
         assert self._on_message is not None
         await self._on_message(self._inbound(mail))
-        await session.mark_seen(uid)
-        if options.processed_folder:
-            await session.move(uid, options.processed_folder)
+        try:
+            await session.mark_seen(uid)
+            if options.processed_folder:
+                await session.move(uid, options.processed_folder)
+        except ImapError as exc:  # handed on already: a flag or a move is not worth a retry
+            log.warning("email: UID %d was answered but not filed: %s", uid, exc)
 
     def _inbound(self, mail: MailIn) -> Inbound:
         chat = ChatRef(

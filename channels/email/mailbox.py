@@ -17,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from channels.email.errors import one_line
 from channels.email.imap import ImapSession, open_session
 from channels.email.options import EmailOptions
 from channels.reconnect import Backoff
@@ -73,10 +74,10 @@ class MailboxWatcher:
             except Exception as exc:
                 delay = backoff.failed()
                 self._on_status(
-                    False, f"IMAP {self._imap.host}: {_reason(exc)}; retry in {delay:.0f} s"
+                    False, f"IMAP {self._imap.host}: {one_line(exc)}; retry in {delay:.0f} s"
                 )
                 log.warning(
-                    "email: IMAP %s: %s; retrying in %.0f s", self._imap.host, _reason(exc), delay
+                    "email: IMAP %s: %s; retrying in %.0f s", self._imap.host, one_line(exc), delay
                 )
                 self.attempted.set()
                 await asyncio.sleep(delay)
@@ -88,10 +89,10 @@ class MailboxWatcher:
             except Exception as exc:
                 delay = backoff.failed()
                 self._on_status(
-                    False, f"IMAP connection lost: {_reason(exc)}; retry in {delay:.0f} s"
+                    False, f"IMAP connection lost: {one_line(exc)}; retry in {delay:.0f} s"
                 )
                 log.warning(
-                    "email: IMAP connection lost (%s); reconnecting in %.0f s", _reason(exc), delay
+                    "email: IMAP connection lost (%s); reconnecting in %.0f s", one_line(exc), delay
                 )
                 self.attempted.set()
                 await asyncio.sleep(delay)
@@ -140,8 +141,3 @@ class MailboxWatcher:
             else:
                 await asyncio.sleep(self._imap.poll_s)
                 await session.noop()
-
-
-def _reason(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}"[:200] if text else type(exc).__name__

@@ -10,6 +10,7 @@ import re
 from typing import TYPE_CHECKING
 
 from channels.base import Channel
+from channels.email.errors import one_line
 from channels.email.options import EmailOptions
 from channels.options import ChannelOptions
 from channels.plugin import Capabilities, ChannelContext, ChannelPlugin, ProbeResult
@@ -43,7 +44,7 @@ async def probe(options: ChannelOptions, http: aiohttp.ClientSession) -> ProbeRe
     except Exception as exc:
         return ProbeResult(
             False,
-            f"{where}: {_one_line(exc)}",
+            f"{where}: {one_line(exc)}",
             "check channels.email.imap (host, port, tls, username, password: an app password "
             "where the provider asks for one)",
         )
@@ -61,11 +62,6 @@ async def probe(options: ChannelOptions, http: aiohttp.ClientSession) -> ProbeRe
         f"{options.address}: {where} {imap.folder} (UIDVALIDITY {folder.uidvalidity}, {push}); "
         f"SMTP {smtp.host}:{smtp.real_port()} login ok",
     )
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}"[:200] if text else type(exc).__name__
 
 
 PLUGIN = ChannelPlugin(

@@ -23,7 +23,7 @@ from tests.fakes.anthropic import FakeAnthropic, last_user_text
 from tests.harness import make_config
 from tests.mail_servers import Dovecot, SmtpSink
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
@@ -49,14 +49,14 @@ async def test_a_thread_is_one_session_and_restarts_lose_nothing(
     try:
         first = mail(alice, bot, "Remind me of the plan", subject="Plan")
         dovecot.deliver(bot, first.as_bytes(), alice)
-        reply = await smtp_sink.next(within=10)
+        reply = await smtp_sink.next(within=30)
         assert reply["In-Reply-To"] == first["Message-ID"] and reply["Subject"] == "Re: Plan"
         plain = reply.get_body(preferencelist=("plain",))
         assert plain is not None and "Remind me of the plan" in plain.get_content()
 
         second = mail(alice, bot, "And the budget?\n\n> earlier text", reply_to=reply)
         dovecot.deliver(bot, second.as_bytes(), alice)
-        await smtp_sink.next(within=10)
+        await smtp_sink.next(within=30)
         assert last_user_text(model.requests[-1]).endswith("And the budget?")
         assert "Remind me of the plan" in str(model.requests[-1]["messages"])  # same session
         assert daemon.store is not None
@@ -72,11 +72,11 @@ async def test_a_thread_is_one_session_and_restarts_lose_nothing(
     again = daemon_for(tmp_path, model, dovecot, smtp_sink, bot, allow_from=[alice])
     await again.start()
     try:
-        late = await smtp_sink.next(within=10)
+        late = await smtp_sink.next(within=30)
         late_text = late.get_body(preferencelist=("plain",))
         assert late_text is not None and "Written while Perch was down" in late_text.get_content()
         dovecot.deliver(bot, mail(alice, bot, "One more").as_bytes(), alice)
-        last = await smtp_sink.next(within=10)
+        last = await smtp_sink.next(within=30)
         last_text = last.get_body(preferencelist=("plain",))
         assert last_text is not None and "One more" in last_text.get_content()
         assert len(model.requests) == 4  # nothing was answered twice
@@ -96,7 +96,7 @@ async def test_strangers_pair_by_mail_and_outsiders_get_nothing(
     await daemon.start()
     try:
         dovecot.deliver(bot, mail(stranger, bot, "Hello, who are you?").as_bytes(), stranger)
-        sent = [await smtp_sink.next(within=10), await smtp_sink.next(within=10)]
+        sent = [await smtp_sink.next(within=30), await smtp_sink.next(within=30)]
         to_stranger = next(m for m in sent if m["To"] == stranger)
         body = to_stranger.get_body(preferencelist=("plain",))
         assert body is not None
@@ -107,7 +107,7 @@ async def test_strangers_pair_by_mail_and_outsiders_get_nothing(
         assert await daemon.store.pairing_approve("email", code.group(1)) is not None
 
         dovecot.deliver(bot, mail(stranger, bot, "Now may I?").as_bytes(), stranger)
-        answer = await smtp_sink.next(within=10)
+        answer = await smtp_sink.next(within=30)
         assert answer["To"] == stranger and len(model.requests) == 1
     finally:
         await daemon.stop()
@@ -126,7 +126,7 @@ async def test_a_sender_outside_allow_from_is_not_answered(
         outsider = "mallory@elsewhere.test"
         dovecot.deliver(bot, mail(outsider, bot, "Answer me").as_bytes(), outsider)
         dovecot.deliver(bot, mail(alice, bot, "Me too").as_bytes(), alice)
-        reply = await smtp_sink.next(within=10)  # after the outsider's, which got nothing
+        reply = await smtp_sink.next(within=30)  # after the outsider's, which got nothing
         assert reply["To"] == alice
         assert smtp_sink.nothing_more() and len(model.requests) == 1
         assert "Me too" in last_user_text(model.requests[0])
@@ -134,7 +134,7 @@ async def test_a_sender_outside_allow_from_is_not_answered(
         # /stop by replying /stop (the quoted mail below it trimmed): a command, not a turn
         stop = mail(alice, bot, "/stop\n\nOn Monday, Perch wrote:\n> echo: Me too", reply_to=reply)
         dovecot.deliver(bot, stop.as_bytes(), alice)
-        answer = await smtp_sink.next(within=10)
+        answer = await smtp_sink.next(within=30)
         text = answer.get_body(preferencelist=("plain",))
         assert text is not None and text.get_content().strip() == "Nothing to stop."
         assert answer["In-Reply-To"] == stop["Message-ID"] and len(model.requests) == 1

@@ -18,7 +18,7 @@ from tests.certificates import self_signed
 from tests.channels.email_support import email_options, mail
 from tests.mail_servers import Dovecot, SmtpSink, smtp_server
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(60)
 
 
 def tls_imap(dovecot: Dovecot, password: str, mode: str) -> dict[str, object]:
@@ -44,7 +44,7 @@ async def test_mail_arrives_over_tls_with_the_certificate_checked(
     try:
         assert channel.status().up, channel.status().detail
         dovecot.deliver(bot, mail(alice, bot, "over TLS").as_bytes(), alice)
-        inbound = await asyncio.wait_for(inbox.get(), 5)
+        inbound = await asyncio.wait_for(inbox.get(), 15)
         assert inbound.text.endswith("over TLS")
     finally:
         await channel.stop()
