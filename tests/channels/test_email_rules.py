@@ -351,3 +351,11 @@ def test_the_nested_passwords_are_secrets_the_logs_never_show() -> None:
     assert not is_secret_field(EmailOptions, "imap.host") and not is_secret_field(
         EmailOptions, "x.y"
     )
+
+
+@given(st.text(max_size=200), st.text(max_size=200))
+def test_the_html_part_never_carries_markup_from_the_text(before: str, after: str) -> None:
+    from channels.email.render import render_email_html
+
+    page = render_email_html(f"{before}<script>alert(1)</script>[x](javascript:alert(1)){after}")
+    assert "<script" not in page.lower() and 'href="javascript' not in page.lower()
