@@ -244,3 +244,23 @@ async def test_a_dropped_connection_is_reopened_and_nothing_is_missed(
     dovecot.deliver(address, mail(alice, address, "After the drop").as_bytes(), alice)
     assert (await bot.next()).text.endswith("After the drop")
     assert bot.channel.status().up
+
+
+async def test_under_require_auth_dmarc_only_verified_senders_are_handed_on(
+    dovecot: Dovecot, smtp_sink: SmtpSink, mailboxes: tuple[str, str]
+) -> None:
+    address, alice = mailboxes
+    options = email_options(dovecot, smtp_sink, address, require_auth="dmarc")
+    running = Bot(EmailChannel(options))
+    await running.channel.start(running.handle)
+    try:
+        forged = mail(alice, address, "Trust me")  # no verdict of our server's: not believed
+        dovecot.deliver(address, forged.as_bytes(), alice)
+        verified = mail(alice, address, "Verified",
+                        headers={"Authentication-Results": "mx.example.test; dmarc=pass"})  # fmt: skip
+        dovecot.deliver(address, verified.as_bytes(), alice)
+        assert (await running.next()).text.endswith("Verified")
+        await smtp_sink.next()
+        assert running.inbox.empty() and smtp_sink.nothing_more()
+    finally:
+        await running.channel.stop()
