@@ -40,6 +40,7 @@ from bot.kernel.workspace import seed_workspace
 from bot.process.hardening import make_undumpable
 from bot.process.status import write_status
 from bot.process.systemd import sd_notify, watchdog
+from bot.store.channel_state import StoreChannelState
 from bot.store.open import open_store
 from bot.store.roles import Store
 from bot.store.rows import AlreadyRunning as StoreAlreadyRunning
@@ -125,7 +126,12 @@ class Daemon:
         self.channels = (
             self._given_channels
             if self._given_channels is not None
-            else build_channels(config.channels, self.request_stop, config.db_path.parent)
+            else build_channels(
+                config.channels,
+                self.request_stop,
+                config.db_path.parent,
+                lambda key: StoreChannelState(store, key),
+            )
         )
         self.parts = parts = build(config, store, self.channels, instance_id)
         if parts.web is not None:

@@ -45,14 +45,29 @@ class ChannelOptions(BaseModel):
 
 
 def secret_values(options: BaseModel) -> list[str]:
-    """The values of every `Secret` field of `options` (empty ones left out)."""
+    """The values of every `Secret` field of `options`, nested sections' too (empty ones left
+    out)."""
     found: list[str] = []
     for name, info in type(options).model_fields.items():
+        value = getattr(options, name)
         if SECRET in info.metadata:
-            value = getattr(options, name)
             if isinstance(value, str) and value:
                 found.append(value)
+        elif isinstance(value, BaseModel):
+            found.extend(secret_values(value))
     return found
+
+
+def is_secret_field(model: type[BaseModel], dotted: str) -> bool:
+    """Whether the field at `dotted` (`token`, `imap.password`) of `model` is a `Secret`."""
+    head, _, rest = dotted.partition(".")
+    info = model.model_fields.get(head)
+    if info is None:
+        return False
+    if not rest:
+        return SECRET in info.metadata
+    inner = info.annotation
+    return isinstance(inner, type) and issubclass(inner, BaseModel) and is_secret_field(inner, rest)
 
 
 class ChannelPolicy(ChannelOptions):
@@ -75,6 +90,11 @@ class ChannelPolicy(ChannelOptions):
 
     def owner_ids(self) -> tuple[str, ...]:
         return tuple(i for i in self.allow_from if i != "*")
+
+    def allows(self, sender_id: str) -> bool:
+        """Whether `allow_from` names this sender (a platform may widen the match, as email's
+        `@domain` entries do); `"*"` is the `open` policy's, not a match here."""
+        return sender_id in self.allow_from
 
     @model_validator(mode="after")
     def _policies_make_sense(self) -> ChannelPolicy:

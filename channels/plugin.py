@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from channels.base import Channel
 from channels.options import ChannelOptions
+from channels.state import ChannelState, MemoryState
 
 if TYPE_CHECKING:
     import aiohttp
@@ -60,13 +61,15 @@ class ChannelContext:
     `request_stop` asks the daemon to shut down (the console calls it at end of input when it
     is the only channel); `others` are the keys of the other enabled channels; `state_dir` is
     the daemon's state directory (beside the database), where a channel may keep files of its
-    own (a cursor, a crypto store, messages held for later), named after its key; None when
-    the daemon has none to give (tests, one-off builds).
+    own (a crypto store, messages held for later), named after its key (None: the daemon has
+    none to give); `state` keeps small values the channel must remember across restarts (a
+    read cursor) in the daemon's store, shared by every instance.
     """
 
     request_stop: Callable[[], None] | None = None
     others: tuple[str, ...] = ()
     state_dir: Path | None = None
+    state: ChannelState = field(default_factory=MemoryState)
 
 
 Factory = Callable[[ChannelOptions, ChannelContext], Channel]

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from channels.base import Channel
 from channels.options import ChannelOptions, secret_values
 from channels.plugin import Capabilities, ChannelContext, ChannelPlugin
+from channels.state import ChannelState, MemoryState
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ BUILTIN: tuple[str, ...] = (
     "channels.discord.plugin",
     "channels.whatsapp.plugin",
     "channels.matrix.plugin",
+    "channels.email.plugin",
     "channels.console",
 )
 
@@ -213,16 +215,20 @@ def build_channels(
     config: ChannelsConfig,
     request_stop: Callable[[], None] | None = None,
     state_dir: Path | None = None,
+    state: Callable[[str], ChannelState] | None = None,
 ) -> dict[str, Channel]:
     """The enabled channels' adapters, in registry order (each library imported only now);
-    `state_dir` is where they may keep files (see `ChannelContext`)."""
+    `state_dir` and `state(key)` are handed to each in its `ChannelContext` (what it keeps
+    across restarts: files, and small values in the store; in memory when not given)."""
     enabled = config.enabled()
     built: dict[str, Channel] = {}
     for key in enabled:
         plugin = _plugins[key]
         options = config.options(key)
         assert options is not None
-        context = ChannelContext(request_stop, tuple(k for k in enabled if k != key), state_dir)
+        others = tuple(k for k in enabled if k != key)
+        kept = state(key) if state is not None else MemoryState()
+        context = ChannelContext(request_stop, others, state_dir, kept)
         built[key] = plugin.create(options, context)
     return built
 

@@ -14,4 +14,5 @@ for _var in [name for name in os.environ if name.startswith("OTEL_")]:
     os.environ.pop(_var)
 
 # The store backends (SQLite, and a throwaway PostgreSQL server for the session).
+from tests.mail_servers import dovecot, dovecot_server, smtp_sink  # noqa: E402, F401
 from tests.store_backends import backend, postgres_server  # noqa: E402, F401

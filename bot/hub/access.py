@@ -87,7 +87,7 @@ class AccessControl:
             return self._group_allowed(inbound, policy)
         if policy.dm_policy == "disabled":
             return False
-        if policy.dm_policy == "open" or inbound.sender_id in policy.allow_from:
+        if policy.dm_policy == "open" or policy.allows(inbound.sender_id):
             return True
         return await self._store.is_approved(channel, inbound.sender_id)
 
@@ -118,7 +118,7 @@ class AccessControl:
         channel, sender = inbound.chat.channel, inbound.sender_id
         if policy.dm_policy == "disabled":
             return Access(Verdict.DENY, reason=f"DMs are disabled on {channel}")
-        if policy.dm_policy == "open" or sender in policy.allow_from:
+        if policy.dm_policy == "open" or policy.allows(sender):
             return Access(Verdict.ALLOW)
         if await self._store.is_approved(channel, sender):
             return Access(Verdict.ALLOW)

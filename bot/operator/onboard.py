@@ -46,7 +46,7 @@ from bot.operator.onboard_files import (
     write_config,
 )
 from channels import registry
-from channels.options import SECRET, ChannelPolicy
+from channels.options import ChannelPolicy, is_secret_field
 
 PROVIDER_KEY = "ANTHROPIC_API_KEY"
 PROVIDER_URL = "ANTHROPIC_BASE_URL"
@@ -289,8 +289,7 @@ class _Flow:
         fallback: str,
     ) -> None:  # fmt: skip
         plugin = registry.get(name)
-        info = plugin.options.model_fields.get(key) if plugin is not None else None
-        secret = info is not None and SECRET in info.metadata
+        secret = plugin is not None and is_secret_field(plugin.options, key)
         default = known.get(variable) or os.environ.get(variable) or fallback
         if variable in given:
             self.answers.env[variable] = given[variable]
@@ -357,13 +356,16 @@ def _apply(data: Any, answers: Answers) -> None:
         set_key(data, dotted, value)
 
 
-def _secret_refs(section: Any) -> list[tuple[str, str, str]]:
-    """(key, variable, its `:-` default) of each `${VAR}` value in a channel's section."""
+def _secret_refs(section: Any, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted key, variable, its `:-` default) of each `${VAR}` value in a channel's section,
+    nested sections' too (`imap.password`)."""
     found = []
     for key, value in section.items():
+        if isinstance(value, dict):
+            found.extend(_secret_refs(value, f"{prefix}{key}."))
         match = ENV_REF.fullmatch(value) if isinstance(value, str) else None
         if match:
-            found.append((str(key), match.group(1), match.group(2) or ""))
+            found.append((f"{prefix}{key}", match.group(1), match.group(2) or ""))
     return found
 
 

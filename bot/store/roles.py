@@ -403,6 +403,14 @@ class Approvals(Protocol):
         daemon is gone, and the turn with it); the rows so closed."""
 
 
+class ChannelStates(Protocol):
+    """What channels keep across restarts (an IMAP cursor), small text by channel and name."""
+
+    async def channel_state(self, channel: str, name: str) -> str | None: ...
+
+    async def set_channel_state(self, channel: str, name: str, value: str) -> None: ...
+
+
 class Store(
     Approvals,
     Lifecycle,
@@ -417,6 +425,7 @@ class Store(
     Stops,
     Copying,
     Search,
+    ChannelStates,
     Protocol,
 ):
     """Every role at once: what `open_store` returns. Hand a part only the roles it uses."""

@@ -38,6 +38,7 @@ COPY_COLUMNS: dict[str, tuple[str, ...]] = {
     "approvals": ("id", "created_at", "session_key", "origin", "tool", "summary", "requester",
                   "approver", "instance", "status", "decided_by", "decided_at", "reason",
                   "remembered"),
+    "channel_state": ("channel", "name", "value", "updated_at"),
 }  # fmt: skip
 BOOL_COLUMNS = frozenset(
     {("sessions", "archived"), ("cron_jobs", "enabled"), ("approvals", "remembered")}

@@ -96,6 +96,7 @@ def test_the_builtin_plugins_load_in_registry_order_by_module_name() -> None:
         "discord",
         "whatsapp",
         "matrix",
+        "email",
         "console",
     ]
     assert registry.names()[: len(registry.BUILTIN)] == (
@@ -105,6 +106,7 @@ def test_the_builtin_plugins_load_in_registry_order_by_module_name() -> None:
         "discord",
         "whatsapp",
         "matrix",
+        "email",
         "console",
     )
 

@@ -694,6 +694,7 @@ async def test_a_second_daemon_cannot_hold_an_unshared_store(backend: Backend) -
 
 async def fill(store: Store) -> None:
     """A bit of everything a running Perch writes."""
+    await store.set_channel_state("email", "imap:perch@example.com/INBOX", "1795:42")
     s = await store.session("agent:main:telegram:bot:dm:1")
     await store.save_run(s.id, s.key, [user("q ✓"), assistant("a")], usage=USAGE, run_id="r1",
                          model="m", origin='{"c":"telegram"}')  # fmt: skip

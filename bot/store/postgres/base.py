@@ -237,6 +237,16 @@ MIGRATIONS: list[str] = [
     CREATE INDEX approvals_by_time ON approvals(created_at);
     CREATE INDEX approvals_pending ON approvals(status) WHERE status = 'pending';
     """,
+    # 9: what channels keep across restarts (an IMAP cursor)
+    """
+    CREATE TABLE channel_state (
+        channel TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (channel, name)
+    );
+    """,
 ]
 
 

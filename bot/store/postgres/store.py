@@ -17,6 +17,7 @@ import asyncpg
 
 from bot.store.postgres.approvals import PostgresApprovals
 from bot.store.postgres.base import MIGRATE_LOCK, MIGRATIONS
+from bot.store.postgres.channel_state import PostgresChannelState
 from bot.store.postgres.claims import PostgresClaims
 from bot.store.postgres.queues import PostgresQueues
 from bot.store.postgres.search import PostgresSearch
@@ -38,6 +39,7 @@ _ORDER = {
     "pairing": "channel, code",
     "approved_senders": "channel, sender_id",
     "session_models": "session_key",
+    "channel_state": "channel, name",
 }
 _IDENTITY = ("messages", "inbox", "usage", "cron_runs")
 CONNECT_TIMEOUT = 10.0
@@ -50,6 +52,7 @@ class PostgresStore(
     PostgresSearch,
     PostgresVectors,
     PostgresApprovals,
+    PostgresChannelState,
 ):
     """The daemon's database on a PostgreSQL server."""
 

@@ -20,6 +20,7 @@ from typing import IO
 from bot.store.rows import BOOL_COLUMNS, COPY_COLUMNS, INBOX_LEASE, AlreadyRunning, CopyRow
 from bot.store.sqlite.approvals import SQLiteApprovals
 from bot.store.sqlite.base import MIGRATIONS, prepare
+from bot.store.sqlite.channel_state import SQLiteChannelState
 from bot.store.sqlite.claims import SQLiteClaims
 from bot.store.sqlite.queues import SQLiteQueues
 from bot.store.sqlite.search import SQLiteSearch
@@ -29,7 +30,13 @@ from bot.store.sqlite.vectors import SQLiteVectors
 
 
 class SQLiteStore(
-    SQLiteSessions, SQLiteQueues, SQLiteClaims, SQLiteSearch, SQLiteVectors, SQLiteApprovals
+    SQLiteSessions,
+    SQLiteQueues,
+    SQLiteClaims,
+    SQLiteSearch,
+    SQLiteVectors,
+    SQLiteApprovals,
+    SQLiteChannelState,
 ):
     """The daemon's database in one SQLite file (or `:memory:`)."""
 

@@ -1,0 +1,1 @@
+"""Email: a mailbox Perch answers, read over IMAP (IDLE, or polling) and answered over SMTP."""
