@@ -126,7 +126,7 @@ def build(
     media = ChatMedia(config, channels, telemetry)
     cron = JobBook(config, store)
     mcp = McpHost(config, telemetry.mcp_headers)
-    messenger = ChatMessenger(config, store, channels, telemetry)
+    messenger = ChatMessenger(config, store, channels, telemetry, people=cron.people)
     base_tools = build_tools(
         config,
         [MessageTool(messenger), CronTool(cron), *media.tools()],

@@ -3,7 +3,9 @@
 A chat job is injected into its delivery chat's session (queued behind a running turn)
 and answers there; an isolated job gets a fresh `agent:<id>:cron:<jobId>` session with the
 minimal prompt, and its reply goes to `deliver_to` through `bot.delivery.send_reply`.
-NO_REPLY posts nothing. The `RunOutcome` tells the scheduler whether to retry
+NO_REPLY posts nothing. A job acts for the person whose turn created it (`bot/people.py`):
+a job whose delivery chat that person may not reach (made before the rule, or `last`
+turned elsewhere) is refused when it runs, never run in someone else's chat. The `RunOutcome` tells the scheduler whether to retry
 (`transient`) or leave the job due because the daemon is stopping (`shutdown`).
 """
 
@@ -17,6 +19,7 @@ from bot.cron.heartbeat import TargetError, resolve_target
 from bot.cron.jobs import CronJob, RunStatus, describe_chat
 from bot.delivery import DeliveryError, clean_reply, send_reply
 from bot.gateway import Gateway
+from bot.people import People
 from bot.sessions import SessionKey
 from bot.store.roles import Sessions
 from channels.base import ChatRef
@@ -46,10 +49,13 @@ SHUTDOWN = RunOutcome("skipped", "the daemon is stopping", shutdown=True)
 class JobRunner:
     """Runs cron jobs through the gateway; `stopping()` says the scheduler is shutting down."""
 
-    def __init__(self, config: Config, store: Sessions, stopping: Callable[[], bool]) -> None:
+    def __init__(
+        self, config: Config, store: Sessions, stopping: Callable[[], bool], people: People
+    ) -> None:
         self.config = config
         self.store = store
         self.stopping = stopping
+        self.people = people
 
     async def run(
         self, gateway: Gateway, job: CronJob, budget_gate: BudgetGate | None = None
@@ -66,6 +72,13 @@ class JobRunner:
             )
         except TargetError as exc:
             return RunOutcome("error", f"cannot deliver: {exc}", transient=True)
+        person = await self.people.creator(job.created_by)
+        if chat is not None and not person.may_reach(chat):
+            return RunOutcome(
+                "error",
+                f"refused: the job was made by {person.describe()}, who may not reach "
+                f"{describe_chat(chat)}; only the owner schedules into other chats",
+            )
         text = WAKE_UP.format(
             label=job.label,
             schedule=job.schedule.describe(),

@@ -8,6 +8,9 @@ channel's `groups` (never via `"*"`). A DM with anyone else is allowed only if t
 approved by pairing, which `ChatMessenger` asks the store. Everything else is refused with a
 message listing how targets are written. `owner` is `bot.owner.resolve_owner`'s answer: the
 first owner id of the running channels in registry order (the console's user counts too).
+On top of that the run's person (`bot/people.py`) must be allowed to reach the chat: the
+owner any chat above, everyone else (another allowed or paired person, a group, a cron job
+they made) only their own chat.
 The text goes out through `bot.delivery.send_reply`, cleaned like any reply.
 """
 
@@ -24,6 +27,7 @@ from bot.config.schema import Config
 from bot.delivery import DeliveryError, clean_reply, send_reply
 from bot.observe.telemetry import OFF, Telemetry
 from bot.owner import owner_ids, policies
+from bot.people import People
 from bot.routing import decode_chat, parse_target
 from bot.store.roles import Pairing
 from channels.base import Channel, ChatRef
@@ -114,11 +118,14 @@ class ChatMessenger:
         store: Pairing,
         channels: Mapping[str, Channel],
         telemetry: Telemetry = OFF,  # each send is counted
+        *,
+        people: People,  # whom a run acts for
     ) -> None:
         self.config = config
         self.store = store
         self.channels = channels
         self.telemetry = telemetry
+        self.people = people
 
     def policy(self) -> TargetPolicy:
         return TargetPolicy.from_config(self.config, self.channels)
@@ -135,6 +142,15 @@ class ChatMessenger:
         if verdict == "if_approved" and await self.store.is_approved(chat.channel, chat.chat_id):
             verdict = "allow"
         where = describe(chat)
+        person = await self.people.person(session_key)
+        if verdict == "allow" and not person.may_reach(chat):
+            log.warning(
+                "message tool in %s: %s may not reach %s", session_key, person.describe(), where
+            )
+            raise TargetRefused(
+                f"refused: this conversation may message only its own chat, not {target!r}; "
+                "just answer here instead"
+            )
         if verdict != "allow":
             log.warning("message tool in %s: target %s refused by policy", session_key, where)
             raise TargetRefused(policy.refusal(target))
