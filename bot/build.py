@@ -36,6 +36,7 @@ from bot.cluster.receivers import Cluster, cron_poll_every
 from bot.cluster.stops import StopRequests
 from bot.config.paths import socket_path
 from bot.config.providers import build_router
+from bot.config.redact import Redactor
 from bot.config.schema import Config
 from bot.cron.book import JobBook
 from bot.cron.heartbeat import Heartbeat
@@ -113,6 +114,7 @@ def build(
         max_tokens=agent.max_tokens,
         max_tool_result_chars=agent.max_tool_result_chars,
         observer=telemetry.observer,
+        redact=Redactor(config.secret_values()),  # tool results: no secret, no URL password
     )
     skills = skill_catalog(config)  # read by the prompt, read_skill and exec alike
     owners = owner_ids(config, channels)  # whose DMs see the memory files

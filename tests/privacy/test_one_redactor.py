@@ -119,3 +119,35 @@ def test_status_and_doctor_never_print_the_store_password(tmp_path: Path, url: s
     assert "perch" in printed
     for form in (PASSWORD, quote(PASSWORD, safe=""), "p/ss"):
         assert form not in printed
+
+
+async def test_a_search_url_password_in_a_tool_error_reaches_neither_model_nor_history(
+    tmp_path: Path,
+) -> None:
+    from tests.chat_replay import ChatReplay
+    from tests.fakes.anthropic import FakeAnthropic, Reply
+    from tests.recall.test_recall import chat_messages, dm, say
+
+    base = f"http://searx:{PASSWORD}@127.0.0.1:9/"  # nothing listens on port 9
+    settings = {"agent.web_search": {"provider": "searxng", "base_url": base}}
+
+    def answer(body: dict[str, object]) -> Reply:
+        last = body["messages"][-1]["content"][0]  # type: ignore[index]
+        if last.get("type") == "tool_result":
+            return Reply.text("done")
+        return Reply.tool_use([("web_search", {"query": "weather in Lisbon"})])
+
+    async with FakeAnthropic() as fake:
+        fake.default = answer
+        async with ChatReplay(fake, tmp_path, settings) as chat:
+            await say(chat, dm("4242"), "search it")
+            stored = await chat_messages(chat, dm("4242"))
+            assert chat.store is not None
+            session = await chat.store.session("agent:main:telegram:default:dm:4242")
+            history = str(await chat.store.messages(session.id))
+        sent = [str(body) for body in fake.requests]
+    result = sent[-1]
+    assert "cannot reach" in result and "searx:***@127.0.0.1" in result
+    for output in (*sent, *stored, history):
+        for form in (PASSWORD, quote(PASSWORD, safe=""), "p/ss"):
+            assert form not in output
