@@ -15,7 +15,9 @@ are bound read-only where the model was told to find them. `Sandbox.none()` runs
 directly: only the environment scrub and limits apply.
 
 Limits (`Limits`): CPU seconds, address space and file size are rlimits set in the child before
-it execs. Processes and memory are counted for the whole command where the host lets Perch
+it execs. `/tmp` is a tmpfs of `tmp_mb` (bwrap's `--size`): its pages are no process's memory,
+so no rlimit counts them and, without a cgroup, an unsized one could fill the host's memory;
+a bwrap without `--size` is refused unless `tmp_mb` is 0. Processes and memory are counted for the whole command where the host lets Perch
 manage cgroups (`cgroups.CgroupHome`: a delegated cgroup v2, or v1 as root): a cgroup per
 command with `pids.max` and a memory limit. Without one, processes are limited by
 RLIMIT_NPROC: inside the sandbox's own user namespace when bwrap makes one (Perch not root;
@@ -53,6 +55,9 @@ class Limits:
     memory_mb: int = 2048
     processes: int = 1024
     file_size_mb: int = 1024
+    # The sandbox's /tmp: a tmpfs of this size (bwrap --size), memory no per-process limit
+    # counts, so it is bounded by itself whoever runs Perch. 0: an unsized tmpfs.
+    tmp_mb: int = 256
 
     def preexec(
         self,
@@ -167,6 +172,8 @@ class Sandbox:
             target = Path(os.path.realpath("/etc/resolv.conf"))
             if target.is_file() and not _inside(target, shown):
                 args += ["--ro-bind", str(target), str(target)]
+        if self.limits.tmp_mb > 0:  # a sized /tmp: tmpfs pages are no process's memory
+            args += ["--size", str(self.limits.tmp_mb * _MB)]
         args += ["--tmpfs", "/tmp", "--dev", "/dev"]
         args += ["--proc", "/proc"] if self.mount_proc else ["--ro-bind", "/proc", "/proc"]
         real = Path(os.path.realpath(workspace))
@@ -218,6 +225,17 @@ def _prlimit() -> str:
     return found if found and _inside(Path(os.path.realpath(found)), map(Path, SYSTEM_DIRS)) else ""
 
 
+def _sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this bwrap has `--size` (for `--tmpfs`)."""
+    try:
+        done = subprocess.run(
+            [bwrap, "--help"], capture_output=True, timeout=10, check=False, env={}
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"--size" in done.stdout + done.stderr
+
+
 def _probe(sandbox: Sandbox) -> str | None:
     """Run `true` in the sandbox once; None if it works, else bwrap's complaint."""
     scratch = Path("/tmp") if Path("/tmp").is_dir() else Path("/")
@@ -264,6 +282,12 @@ def select_sandbox(
             f"exec.sandbox is {setting} but bubblewrap (bwrap) is not installed, so exec would "
             "run commands unsandboxed; install it (apt-get install bubblewrap), or set "
             "agent.exec.sandbox: none to accept unsandboxed commands, or disable exec"
+        )
+    if lim.tmp_mb > 0 and not _sizes_tmpfs(found):
+        raise SandboxUnavailable(
+            f"bwrap ({found}) cannot size a tmpfs (no --size; bubblewrap 0.5 or later can), so "
+            "exec's /tmp would have no bound; upgrade bubblewrap, or set agent.exec.tmp_mb: 0 "
+            "to accept an unsized /tmp"
         )
     inside = _prlimit() if home is None and os.geteuid() != 0 and lim.processes > 0 else ""
     sandbox = Sandbox("bwrap", found, network, lim, tuple(hide))

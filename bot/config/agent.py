@@ -92,6 +92,7 @@ class ExecConfig(StrictModel):
     memory_mb: int = Field(2048, ge=0)
     max_processes: int = Field(1024, ge=0)
     max_file_mb: int = Field(1024, ge=0)
+    tmp_mb: int = Field(256, ge=0)  # the sandbox's /tmp: a tmpfs of this size (0: unsized)
 
     @model_validator(mode="after")
     def _timeout_within_max(self) -> ExecConfig:

@@ -87,7 +87,7 @@ def build_tools(
 def exec_sandbox(config: Config) -> Sandbox:
     """The sandbox `agent.exec` asks for, or ConfigError (exit 78) saying what to do."""
     cfg = config.agent.exec
-    limits = Limits(cfg.cpu_s, cfg.memory_mb, cfg.max_processes, cfg.max_file_mb)
+    limits = Limits(cfg.cpu_s, cfg.memory_mb, cfg.max_processes, cfg.max_file_mb, cfg.tmp_mb)
     hide = sandbox_hidden(config)
     try:
         sandbox = select_sandbox(cfg.sandbox, network=cfg.network, limits=limits, hide=hide)
