@@ -11,7 +11,8 @@ the workspace (and `extra_rw`) read-write and nothing else (`/home`, `/root`, `/
 config folder, the state directory and its control socket, each secret file, the credentials
 directory, wherever they live: under `/etc`, or inside a bound folder) is covered: a directory
 with an empty tmpfs, a file with /dev/null. `ro_binds` (skill folders outside the workspace)
-are bound read-only where the model was told to find them. `Sandbox.none()` runs the command
+are bound read-only where the model was told to find them, and a hidden path inside one of
+them is covered where it shows inside (`/skills/<name>/api.key`). `Sandbox.none()` runs the command
 directly: only the environment scrub and limits apply.
 
 Limits (`Limits`): CPU seconds, address space and file size are rlimits set in the child before
@@ -187,6 +188,7 @@ class Sandbox:
         for host, where in read_only:
             args += ["--ro-bind", str(host), str(where)]
         args += late
+        args += _masks_in_binds(self.hide, read_only)
         args += ["--chdir", ws, "--"]
         if self.nproc_inside and self.limits.processes > 0:
             n = self.limits.processes
@@ -216,6 +218,22 @@ def _masks(
         else:
             late.extend(["--ro-bind", "/dev/null", str(path)])
     return early, late
+
+
+def _masks_in_binds(hide: Iterable[Path], binds: list[tuple[Path, Path]]) -> list[str]:
+    """bwrap arguments that cover each hidden path inside a folder bound elsewhere (a secret
+    file beside a skill's SKILL.md, seen at `/skills/<name>/`): where it shows inside."""
+    found: list[str] = []
+    for path in dict.fromkeys(Path(os.path.realpath(p)) for p in hide):
+        for host, where in binds:
+            if path == host or not path.is_relative_to(host) or not os.path.lexists(path):
+                continue
+            inside = str(where / path.relative_to(host))
+            if path.is_dir():
+                found += ["--tmpfs", inside]
+            else:
+                found += ["--ro-bind", "/dev/null", inside]
+    return found
 
 
 def _prlimit() -> str:

@@ -78,6 +78,13 @@ def require_apart(config: Config) -> None:
         raise ConfigError(problem)
 
 
+def unreadable(config: Config) -> list[Path]:
+    """Every protected path (and its real path) for the tools that read by path outside the
+    workspace (`read_skill`): what no tool may return, wherever it lies."""
+    paths = [item.path for item in protected(config)]
+    return [*dict.fromkeys([*paths, *(_real(p) for p in paths)])]
+
+
 def sandbox_hidden(config: Config) -> list[Path]:
     """Every protected path (and its real path, if a link leads there) for the sandboxes to
     mask: the config's folder too, which usually holds more than the config file."""

@@ -25,7 +25,7 @@ from agents.tools.skill_search import SkillSearchTools
 from agents.tools.web_fetch import WebFetchTool
 from agents.tools.web_search import WebSearchTool
 from bot.config.errors import ConfigError
-from bot.config.layout import sandbox_hidden
+from bot.config.layout import sandbox_hidden, unreadable
 from bot.config.schema import Config
 from bot.recall.index import SearchIndex
 from bot.tools.skills import skill_catalog
@@ -42,7 +42,11 @@ def build_tools(
 ) -> ToolRegistry:
     agent = config.agent
     skills = skills if skills is not None else skill_catalog(config)
-    tools: list[Tool] = [*file_tools(), *memory_tools(index), ReadSkillTool(skills)]
+    tools: list[Tool] = [
+        *file_tools(),
+        *memory_tools(index),
+        ReadSkillTool(skills, hidden=unreadable(config)),  # no secret beside a SKILL.md
+    ]
     if agent.web_fetch.enabled:
         tools.append(
             WebFetchTool(
