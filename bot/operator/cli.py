@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bot.config.errors import EXIT_CONFIG, ConfigError
-from bot.config.layout import require_apart
+from bot.config.layout import layout_warnings, require_apart
 from bot.config.load import load_config, require_api_key
 from bot.config.paths import config_path, log_path, template_text
 from bot.config.redact import scrub
@@ -79,6 +79,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         config.secret_values(),
         file=None if terminal is not None else log_file,
     )
+    for warning in layout_warnings(config):
+        logging.getLogger("perch").warning("layout: %s", warning)
     try:
         with asyncio.Runner(loop_factory=event_loop_factory(config.gateway.event_loop)) as runner:
             runner.run(Daemon(config).run())
