@@ -168,7 +168,9 @@ def build(
         FLUSH_TOOLS,
     )
     cache = CachePolicy(agent.cache.ttl, clock=clock)  # the prompt cache's life per session
-    upkeep = SessionUpkeep(config, store, compactor, prompts, models, tools=tools, cache=cache)
+    upkeep = SessionUpkeep(
+        config, store, compactor, prompts, models, tools=tools, cache=cache, people=cron.people
+    )
     runner = TurnRunner(
         config,
         store,
@@ -183,6 +185,7 @@ def build(
         cache=cache,
         recall=TurnRecall(agent.recall, index, owners, agent.timezone, skills),
         index=index,
+        people=cron.people,
     )
     access = AccessControl(
         store, policies(config, list(config.channels.all())), owner.pairing_request

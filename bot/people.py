@@ -13,7 +13,9 @@ the job (`People.person` follows `created_by`); a job nobody can trace acts for 
 
 What a person may do (recall's scopes in `bot/recall/visibility.py` follow the same rule):
 - see the memory files and everyone's conversations: the owner only; others see their own
-  chat's conversations and what is public (skills);
+  chat's conversations and what is public (skills), and their turns cannot open the memory
+  files with any tool (`private_entries`: the file tools, `send_file` and `memory_append`
+  refuse them, exec's sandbox masks them);
 - reach a chat (the `message` tool, a cron job's delivery or chat session): the owner any
   chat the channel policy allows; everyone else their own chat only.
 Pure except `People.person`, which asks the cron book who created a job.
@@ -32,6 +34,9 @@ Owners = Mapping[str, Collection[str]]  # channel -> the owner's id there (at mo
 Role = Literal["owner", "person", "group", "nobody"]
 CreatorOf = Callable[[str], Awaitable[str | None]]  # cron job id -> created_by; None: unknown
 
+# The workspace entries that are the owner's memory: another person's turn may not open them
+# (file tools, send_file, memory_append; exec sees them masked).
+MEMORY_ENTRIES = ("MEMORY.md", "memory")
 OPERATOR_CHANNEL = "cli"  # `perch chat`'s DM (bot/operator/ops_chat.py CLI_CHAT)
 MAX_HOPS = 8  # a cron job made by a cron run made by ...: followed this far, then nobody
 
@@ -101,6 +106,11 @@ def person_of(key: SessionKey, owners: Owners) -> Person:
     if is_owner_dm(root, owners):
         return Person("owner", chat)
     return Person("person" if root.kind == "dm" else "group", chat)
+
+
+def private_entries(person: Person) -> tuple[str, ...]:
+    """What of the workspace a turn for `person` may not open (`ToolContext.private`)."""
+    return () if person.is_owner else MEMORY_ENTRIES
 
 
 class People:

@@ -44,6 +44,7 @@ from bot.media.chat import ChatMedia
 from bot.model_choice import ModelChoices
 from bot.observe.labels import NO_CHANNEL
 from bot.observe.telemetry import OFF, Telemetry
+from bot.people import People, owners_of, private_entries
 from bot.process.logs import run_id_var, session_var, trace_id_var
 from bot.recall.index import SearchIndex
 from bot.recall.turn_recall import TurnRecall
@@ -104,6 +105,7 @@ class TurnRunner:
         cache: CachePolicy | None = None,  # the prompt cache's life per session
         recall: TurnRecall | None = None,  # what the index holds about each new message
         index: SearchIndex | None = None,  # told of each saved run
+        people: People | None = None,  # whom each turn acts for (None: from the config)
     ) -> None:
         self.config = config
         self.store = store
@@ -120,6 +122,7 @@ class TurnRunner:
         self.cache = cache or CachePolicy(config.agent.cache.ttl)
         self.recall = recall
         self.index = index
+        self.people = people or People(owners_of(config.channels.all()))
 
     async def run(
         self, key: SessionKey, turn: Turn, chat: ChatRef | None, mode: PromptMode = "full"
@@ -218,6 +221,7 @@ class TurnRunner:
             context=ToolContext(
                 workspace=self.workspace,
                 session_key=str(key),
+                private=private_entries(await self.people.person(str(key))),
                 cancel=turn.cancel,
                 origin=origin if origin is not None else _origin(chat),
                 depth=key.depth,

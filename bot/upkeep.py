@@ -25,6 +25,7 @@ from agents.prompt import PromptBuilder
 from agents.tools.base import ToolContext, ToolRegistry
 from bot.config.schema import Config
 from bot.model_choice import ModelChoices
+from bot.people import People, owners_of, private_entries
 from bot.sessions import SessionKey
 from bot.store.roles import History, Sessions, UsageLedger
 from bot.turn_inputs import chat_history, runtime_info
@@ -48,6 +49,7 @@ class SessionUpkeep:
         *,
         tools: ToolRegistry,  # the chat's tools: the flush offers them all
         cache: CachePolicy,  # the sessions' prompt-cache plans, shared with the turns
+        people: People | None = None,  # whom a session's flush acts for (None: from config)
     ) -> None:
         self.config = config
         self.store = store
@@ -58,6 +60,7 @@ class SessionUpkeep:
         self.models = models
         self.tools = tools
         self.cache = cache
+        self.people = people or People(owners_of(config.channels.all()))
         self.window = config.agent.context_window or context_window(config.agent.model)
 
     async def after_run(self, session: SessionState) -> None:
@@ -132,6 +135,7 @@ class SessionUpkeep:
                 session_key=key,
                 depth=parsed.depth,
                 model=chosen or None,
+                private=private_entries(await self.people.person(key)),
             ),
         )
         if result is None:

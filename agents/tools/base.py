@@ -46,7 +46,9 @@ class ToolContext:
     such as `cron` store it so results go back there). `depth` is 0 for a top-level run and
     n for a sub-agent n levels down. `run_id` groups calls made by one run. `model` is the
     model the run was started with (None: the agent's default); sub-agents inherit it.
-    `progress` is where this call's progress goes (`report`).
+    `progress` is where this call's progress goes (`report`). `private` names workspace
+    entries (first path components, e.g. `MEMORY.md`, `memory`) this run may not open, list
+    or write: the owner's memory files in a turn for someone else (bot/people.py).
     """
 
     workspace: Path
@@ -57,6 +59,7 @@ class ToolContext:
     run_id: str = ""
     model: str | None = None
     progress: ToolProgressSink | None = None  # set by the loop for each call
+    private: tuple[str, ...] = ()
 
     async def report(self, fraction: float | None, message: str = "") -> None:
         """Tell whoever watches this call how far it is (nothing happens if nobody does)."""

@@ -94,6 +94,11 @@ class MemoryAppendTool:
         }
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if "memory" in ctx.private:
+            raise ToolError(
+                "memory_append writes the owner's notes, which this conversation cannot change; "
+                "nothing was saved"
+            )
         text = _text_arg(args, "text")
         if len(text) > MAX_APPEND_CHARS:
             raise ToolError(
