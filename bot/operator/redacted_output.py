@@ -40,6 +40,9 @@ class RedactingStream:
     def encoding(self) -> str:
         return self.inner.encoding
 
+    def __getattr__(self, name: str) -> object:  # what else a stream has (errors, ...)
+        return getattr(self.inner, name)
+
 
 def redact_output(secrets: Iterable[str] = ()) -> Redactor:
     """Route this process's stdout and stderr through one redactor (returned, so secrets
