@@ -29,6 +29,7 @@ from typing import Literal
 
 from bot.sessions import SessionKey
 from channels.base import ChatRef
+from channels.options import ChannelOptions
 
 Owners = Mapping[str, Collection[str]]  # channel -> the owner's id there (at most one)
 Role = Literal["owner", "person", "group", "nobody"]
@@ -79,13 +80,9 @@ OWNER = Person("owner")
 NOBODY = Person("nobody")
 
 
-def owners_of(channels: Mapping[str, object]) -> dict[str, tuple[str, ...]]:
+def owners_of(channels: Mapping[str, ChannelOptions]) -> dict[str, tuple[str, ...]]:
     """The owner id of every channel in a `{name: options}` map (`ChannelsConfig.all()`)."""
-    found: dict[str, tuple[str, ...]] = {}
-    for name, options in channels.items():
-        ids = getattr(options, "owner_ids", None)
-        found[name] = tuple(ids()) if callable(ids) else ()
-    return found
+    return {name: options.owner_ids() for name, options in channels.items()}
 
 
 def is_owner_dm(key: SessionKey, owners: Owners) -> bool:
