@@ -22,6 +22,7 @@ import jinja2
 from aiohttp import web
 
 from bot.config.observe import split_listen
+from bot.config.redact import Redactor
 from bot.config.schema import Config
 from bot.config.web import MIN_TOKEN_CHARS, WebConfig
 from bot.operator.reply import LiveDaemon
@@ -160,6 +161,7 @@ class WebServer:
             self.instance_id,
             self.tail,
             Credentials(token),
+            redact=Redactor(self.config.secret_values()),
         )
         runner = web.AppRunner(make_app(board), access_log=None, shutdown_timeout=1.0)
         await runner.setup()

@@ -389,3 +389,21 @@ async def test_a_lockout_never_refuses_the_right_token_and_holds_every_address(
         assert 429 in codes and codes.count(401) <= 20  # other addresses: limited together
         assert await _attempt(url, "one-more-guess-0123456", "127.0.0.77") == 429
         assert await _attempt(url, TOKEN, "127.0.0.77") == 200
+
+
+async def test_no_page_shows_a_url_password_a_chat_holds(
+    tmp_path: Path, fake: FakeAnthropic, client: aiohttp.ClientSession
+) -> None:
+    chan = MemoryChannel("telegram")
+    pasted = "the db is postgresql://perch:p/ss#w0rd?x@db.example/perch"
+    fake.queue(Reply.text(f"noted: {pasted}"))
+    overrides = dashboard_overrides(**{"channels.telegram.allow_from": ["u1"]})
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, overrides) as daemon:
+        await chan.say(pasted, chat_id="u1")
+        await chan.wait_sent(1, timeout=30)
+        url = daemon.parts.web.url
+        key = "agent:main:telegram:bot:dm:u1"
+        async with client.get(url + "sessions/view", params={"key": key}, headers=BEARER) as r:
+            page = await r.text()
+    assert r.status == 200 and "postgresql://perch:***@db.example/perch" in page
+    assert "p/ss" not in page and "w0rd" not in page
