@@ -51,7 +51,8 @@ PASSWORD_PARAM = re.compile(
 _UNRESOLVED = re.compile(r"\$\{[^}]*\}")
 TOKEN_SHAPES = (
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{6,}"),
-    re.compile(r"(?i)(basic\s+)[A-Za-z0-9+/=]{8,}"),
+    # HTTP Basic credentials (base64 with a digit, `+`, `/` or `=` in it: not "Basic Information")
+    re.compile(r"(\b[Bb]asic\s+)(?=[A-Za-z]*[0-9+/=])[A-Za-z0-9+/=]{8,}"),
     re.compile(r"(?i)(x-api-key['\"]?\s*[:=]\s*['\"]?)[A-Za-z0-9._-]{8,}"),
     re.compile(r"sk-ant-[A-Za-z0-9_-]{8,}"),
     re.compile(r"\b(?:sk-|sk_live_|xox[abpors]-|xapp-|ghp_|gho_|github_pat_|glpat-)[\w-]{6,}"),
