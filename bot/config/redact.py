@@ -43,7 +43,7 @@ URL_PASSWORD = re.compile(
 # A password given as a parameter: `?password=`, `sslpassword=`, `PGPASSWORD=`, libpq's
 # `password='a b'`, JSON's `"password": "..."`.
 PASSWORD_PARAM = re.compile(
-    r"(?i)((?<![A-Za-z0-9])[\"']?[A-Za-z_]*?(?:pass(?:word|wd|phrase)?|pwd)[\"']?\s*[=:]\s*)"
+    r"(?i)((?<![A-Za-z0-9])[\"']?(?:[A-Za-z0-9]*_|ssl|pg|db)?(?:pass(?:word|wd|phrase)?|pwd)[\"']?\s*[=:]\s*)"
     r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s&;,'\"<>)}\]]+)"
 )
 # A reference a lenient load left unresolved (`${SLACK_BOT}`): no secret, and the line naming
