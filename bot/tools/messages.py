@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from agents.tools.base import ToolError
@@ -55,17 +55,20 @@ class TargetPolicy:
     owners: Mapping[str, tuple[str, ...]]  # channel -> owner DM ids, in config order
     groups: Mapping[str, frozenset[str]]  # channel -> allow-listed group ids
     pairing: frozenset[str] = frozenset()  # channels where strangers may be approved
+    allowed: Mapping[str, frozenset[str]] = field(default_factory=dict)  # allow_from, no "*"
 
     @classmethod
     def from_config(cls, config: Config, channels: Mapping[str, Channel]) -> TargetPolicy:
         accounts = {name: channel.account for name, channel in channels.items()}
         owners = owner_ids(config, channels)
         groups: dict[str, frozenset[str]] = {}
+        allowed: dict[str, frozenset[str]] = {}
         pairing: set[str] = set()
         for name, policy in policies(config, list(channels)).items():
             groups[name] = frozenset(g for g in policy.groups if g != "*")
+            allowed[name] = frozenset(i for i in policy.allow_from if i != "*")
             pairing.add(name)
-        return cls(accounts, owners, groups, frozenset(pairing))
+        return cls(accounts, owners, groups, frozenset(pairing), allowed)
 
     def resolve(self, target: str, current: ChatRef | None) -> ChatRef:
         """The chat `target` names; TargetRefused if it is malformed or unknown."""
@@ -98,6 +101,8 @@ class TargetPolicy:
         if chat.kind == "group":
             return "allow" if chat.chat_id in self.groups.get(chat.channel, ()) else "refuse"
         if chat.chat_id in self.owners.get(chat.channel, ()):
+            return "allow"
+        if chat.chat_id in self.allowed.get(chat.channel, ()):
             return "allow"
         return "if_approved" if chat.channel in self.pairing else "refuse"
 

@@ -202,3 +202,11 @@ def test_owner_is_the_first_real_allow_from_id() -> None:
     owner = POLICY_UNDER_TEST.resolve("owner", None)
     assert owner == ChatRef("telegram", "bot", "dm", "42")
     assert POLICY_UNDER_TEST.verdict(owner, None) == "allow"
+
+
+def test_every_allowed_id_is_reachable_though_only_the_first_is_the_owner() -> None:
+    config = Config.model_validate({"channels": {"telegram": {"allow_from": ["42", "43", "*"]}}})
+    policy = TargetPolicy.from_config(config, {"telegram": MemoryChannel("telegram")})
+    assert policy.resolve("owner", None) == ChatRef("telegram", "bot", "dm", "42")
+    assert policy.verdict(ChatRef("telegram", "bot", "dm", "43"), None) == "allow"
+    assert policy.verdict(ChatRef("telegram", "bot", "dm", "44"), None) == "if_approved"
