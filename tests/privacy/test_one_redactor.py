@@ -151,3 +151,23 @@ async def test_a_search_url_password_in_a_tool_error_reaches_neither_model_nor_h
     for output in (*sent, *stored, history):
         for form in (PASSWORD, quote(PASSWORD, safe=""), "p/ss"):
             assert form not in output
+
+
+async def test_status_of_a_running_daemon_never_prints_the_collectors_password(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from tests.fakes.anthropic import FakeAnthropic
+    from tests.harness import running_daemon
+
+    endpoint = f"http://otel:{quote(PASSWORD, safe='')}@127.0.0.1:9/v1/traces"
+    async with FakeAnthropic() as fake:
+        settings = {"tracing.enabled": True, "tracing.endpoint": endpoint}
+        async with running_daemon(tmp_path, fake, {}, settings) as daemon:
+            assert daemon.config.source is not None
+            printed = await asyncio.to_thread(perch, daemon.config.source, "status")
+            printed += await asyncio.to_thread(perch, daemon.config.source, "status", "--json")
+    assert "tracing: to http://otel:***@127.0.0.1:9/v1/traces" in printed, printed
+    for form in (PASSWORD, quote(PASSWORD, safe="")):
+        assert form not in printed
