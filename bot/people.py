@@ -39,6 +39,7 @@ CreatorOf = Callable[[str], Awaitable[str | None]]  # cron job id -> created_by;
 # (file tools, send_file, memory_append; exec sees them masked).
 MEMORY_ENTRIES = ("MEMORY.md", "memory")
 OPERATOR_CHANNEL = "cli"  # `perch chat`'s DM (bot/operator/ops_chat.py CLI_CHAT)
+OPERATOR_MAKERS = ("", "cli")  # a job's `created_by` from `perch cron add` or the dashboard
 MAX_HOPS = 8  # a cron job made by a cron run made by ...: followed this far, then nobody
 
 
@@ -131,8 +132,8 @@ class People:
             created_by = await self.creator_of(root.job_id)
             if created_by is None:
                 return NOBODY  # the job is gone: nobody stands behind its run
-            if not created_by:
-                return OWNER  # `perch cron add`: the operator
+            if created_by in OPERATOR_MAKERS:
+                return OWNER  # `perch cron add`, the dashboard: the operator
             try:
                 key = SessionKey.parse(created_by)
             except ValueError:
@@ -140,5 +141,5 @@ class People:
         return NOBODY
 
     async def creator(self, created_by: str) -> Person:
-        """The person behind a cron job's `created_by` ("" = the operator's CLI)."""
-        return OWNER if not created_by else await self.person(created_by)
+        """The person behind a cron job's `created_by` ("" or "cli": the operator)."""
+        return OWNER if created_by in OPERATOR_MAKERS else await self.person(created_by)

@@ -48,7 +48,8 @@ def test_the_owner_is_one_id(allow_from: list[str], explicit: str | None) -> Non
 async def test_a_cron_run_acts_for_whoever_made_its_job() -> None:
     makers = {
         "by-43": "agent:main:telegram:bot:dm:43",
-        "by-cli": "",
+        "by-cli": "cli",
+        "by-old-cli": "",
         "by-a-run": "agent:main:cron:by-43",
     }
 
@@ -60,6 +61,8 @@ async def test_a_cron_run_acts_for_whoever_made_its_job() -> None:
     assert not someone.is_owner and someone.chat is not None and someone.chat.chat_id == "43"
     assert await people.person("agent:main:cron:by-a-run") == someone
     assert await people.person("agent:main:cron:by-cli") == OWNER
+    assert await people.person("agent:main:cron:by-old-cli") == OWNER
+    assert await people.creator("cli") == OWNER
     assert await people.person("agent:main:cron:gone") == NOBODY
     assert await people.person("agent:main:heartbeat") == OWNER
     assert await people.person("not a key") == NOBODY
