@@ -222,6 +222,7 @@ class Compactor:
                 depth=context.depth,
                 run_id=context.run_id,
                 model=context.model,
+                private=context.private,  # another person's flush writes no owner's note
             ),
             cancel=cancel,
             model=context.model,

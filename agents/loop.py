@@ -197,6 +197,7 @@ class AgentLoop:
         max_tool_result_chars: int = 50_000,
         observer: RunObserver = NO_OBSERVER,
         gate: ToolGate | None = None,
+        redact: Callable[[str], str] = str,
     ) -> None:
         self.client = client
         self.model = model
@@ -205,6 +206,7 @@ class AgentLoop:
         self.max_tool_result_chars = max_tool_result_chars
         self.observer = observer
         self.gate = gate  # approvals: asked before each tool runs (agents.approval)
+        self.redact = redact  # every tool result passes it before the model, history or a trace
 
     async def run(self, request: RunRequest, emit: EventSink | None = None) -> RunResult:
         with self.observer.agent_run(request.session_key, request.context.depth) as watch:
@@ -340,6 +342,7 @@ class AgentLoop:
             known = request.tools.get(name) is not None
             with self.observer.tool_call(call_id, name, arguments, known) as watch:
                 outcome = await self._run_tool(name, args, request, context)
+                outcome = replace(outcome, content=self.redact(outcome.content))
                 cancelled = request.cancel.cancelled and outcome.content == CANCELLED_RESULT
                 watch.finished(outcome.is_error, outcome.content, cancelled=cancelled)
             await send(ToolFinished(call_id, name, outcome.is_error, time.monotonic() - started))

@@ -69,6 +69,7 @@ class _Child:
     detached: bool
     model: str | None = None
     timed_out: bool = False
+    private: tuple[str, ...] = ()  # the parent run's (agents.tools.base.ToolContext)
 
 
 class SubagentRunner:
@@ -176,6 +177,7 @@ class SubagentRunner:
             timeout_s=self._timeout(timeout_s),
             detached=detached,
             model=self.model or ctx.model,
+            private=ctx.private,
         )
         self._children[child.key] = child
         log.info(
@@ -344,6 +346,7 @@ class SubagentRunner:
                 depth=child.depth,
                 run_id=run_id,
                 model=child.model,
+                private=child.private,
             ),
             cancel=child.token,
             model=child.model,

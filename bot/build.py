@@ -46,6 +46,7 @@ from bot.cluster.receivers import Cluster
 from bot.cluster.stops import StopRequests
 from bot.config.models import build_router
 from bot.config.paths import socket_path
+from bot.config.redact import Redactor
 from bot.config.schema import Config
 from bot.cron.book import JobBook
 from bot.cron.heartbeat import Heartbeat
@@ -62,6 +63,7 @@ from bot.hub.upkeep import SessionUpkeep
 from bot.kernel.budget import Budget
 from bot.kernel.notices import OwnerLine
 from bot.kernel.owner import owner_ids, policies
+from bot.kernel.people import People
 from bot.kernel.ports import Outbox
 from bot.media.chat import ChatMedia
 from bot.observe.server import MetricsServer
@@ -89,13 +91,14 @@ FLUSH_TOOLS = ["memory_append", "write_file", "read_file"]
 def build_shared(config: Config, store: Store, outbox: Outbox, telemetry: Telemetry) -> Shared:
     """What every agent shares: the chats' media, the cron book, MCP servers, the messenger,
     the announcer of sub-agent results, the browser."""
+    cron = JobBook(config, store)  # whom a run acts for is its `people` (bot/kernel/people.py)
     return Shared(
         outbox,
         telemetry,
         ChatMedia(config, outbox.channels, telemetry),
-        JobBook(config, store),
+        cron,
         McpHost(config, telemetry.mcp_headers),
-        ChatMessenger(config, store, outbox),
+        ChatMessenger(config, store, outbox, people=cron.people),
         LaneAnnouncer(),
         browser_pool(config),
         config.agent.id,
@@ -129,6 +132,7 @@ def build_brain(
         max_tool_result_chars=agent.max_tool_result_chars,
         observer=observer,
         gate=ToolGate(rules, approver),
+        redact=Redactor(config.secret_values()),  # tool results: no secret, no URL password
     )
     skills = skill_catalog(config)  # read by the prompt, read_skill and exec alike
     searched = AgentSearch(store, agent.id, main=main, alone=not several)
@@ -199,6 +203,7 @@ def turn_runner(
     telemetry: Telemetry = OFF,
     cache: CachePolicy | None = None,
     agents: Mapping[str, TurnRunner] | None = None,
+    people: People | None = None,
 ) -> TurnRunner:
     """The turns on `brain`, each recalling first what the index holds about its message;
     `agents` are the other agents' runners, which take their own sessions."""
@@ -218,6 +223,7 @@ def turn_runner(
         recall=TurnRecall(agent.recall, brain.index, brain.owners, agent.timezone, brain.skills),
         index=brain.index,
         agents=agents,
+        people=people,
     )
 
 
@@ -260,8 +266,9 @@ def build_agent(
         FLUSH_TOOLS,
     )
     cache = CachePolicy(agent.cache.ttl, clock=clock)  # the prompt cache's life per session
+    people = shared.cron.people  # whom each turn acts for
     upkeep = SessionUpkeep(
-        config, store, compactor, belt.prompts, models, tools=belt.tools, cache=cache
+        config, store, compactor, belt.prompts, models, tools=belt.tools, cache=cache, people=people
     )
     runner = turn_runner(
         config,
@@ -276,6 +283,7 @@ def build_agent(
         telemetry=telemetry,
         cache=cache,
         agents=agents,
+        people=people,
     )
     return AgentParts(agent.id, brain, belt, models, upkeep, runner, window)
 

@@ -30,6 +30,7 @@ def _ids(value: object) -> object:
 
 
 IdList = Annotated[list[str], BeforeValidator(_ids)]
+OneId = Annotated[str | None, BeforeValidator(lambda v: v if v is None else str(v))]
 
 
 class ChannelOptions(BaseModel):
@@ -40,7 +41,7 @@ class ChannelOptions(BaseModel):
     enabled: bool = False
 
     def owner_ids(self) -> tuple[str, ...]:
-        """Who counts as the owner on this channel, in config order (none by default)."""
+        """The owner's id on this channel (at most one; none by default)."""
         return ()
 
 
@@ -74,8 +75,11 @@ class ChannelPolicy(ChannelOptions):
     """Access rules shared by every chat platform (DESIGN section 3, step 2).
 
     A channel whose options are a `ChannelPolicy` takes DMs from strangers through pairing;
-    its owner is the first id in `allow_from` that is not `"*"`.
+    its owner is `owner` when set, else the first id in `allow_from` that is not `"*"`. The
+    owner is ONE person: every other allowed or paired id is someone else (bot/kernel/people.py).
     """
+
+    owner: OneId = None  # the owner's id here; default: the first real allow_from id
 
     dm_policy: Literal["pairing", "allowlist", "open", "disabled"] = "pairing"
     allow_from: IdList = Field(default_factory=list)
@@ -89,7 +93,10 @@ class ChannelPolicy(ChannelOptions):
     ack_reaction: str = ""  # e.g. "👀": put on a message when it arrives, off once answered
 
     def owner_ids(self) -> tuple[str, ...]:
-        return tuple(i for i in self.allow_from if i != "*")
+        """The one owner id (explicit `owner`, else the first real `allow_from` id), or none."""
+        if self.owner:
+            return (self.owner,)
+        return next(((i,) for i in self.allow_from if i != "*"), ())
 
     def allows(self, sender_id: str) -> bool:
         """Whether `allow_from` names this sender (a platform may widen the match, as email's
@@ -98,6 +105,8 @@ class ChannelPolicy(ChannelOptions):
 
     @model_validator(mode="after")
     def _policies_make_sense(self) -> ChannelPolicy:
+        if self.owner is not None and (not self.owner.strip() or self.owner == "*"):
+            raise ValueError('owner must be one user id (not empty, not "*")')
         if not self.enabled:
             return self
         if self.dm_policy == "allowlist" and not self.allow_from:

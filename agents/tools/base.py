@@ -50,6 +50,9 @@ class ToolContext:
     `progress` is where this call's progress goes (`report`). `requester` is the platform id
     of the person whose message started the run (None for the daemon's own runs): approvals
     with `approver: requester` ask them; `pause` is held while the run waits for one.
+    `private` names workspace entries (first path components, e.g. `MEMORY.md`, `memory`)
+    this run may not open, list or write: the owner's memory files in a turn for someone
+    else (bot/kernel/people.py).
     """
 
     workspace: Path
@@ -64,6 +67,7 @@ class ToolContext:
     # Held while the run waits for a person (an approval): the run's daemon-wide slot goes
     # to other turns meanwhile and is taken back after. None: nothing to give back.
     pause: Callable[[], AbstractAsyncContextManager[None]] | None = None
+    private: tuple[str, ...] = ()
 
     async def report(self, fraction: float | None, message: str = "") -> None:
         """Tell whoever watches this call how far it is (nothing happens if nobody does)."""

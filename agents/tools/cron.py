@@ -89,9 +89,13 @@ class CronService(Protocol):
 
     async def add_job(self, request: CronRequest) -> CronJobView: ...
 
-    async def list_jobs(self) -> list[CronJobView]: ...
+    async def list_jobs(self, asker: str) -> list[CronJobView]:
+        """The jobs the session `asker` may see (the owner: all; others: their own)."""
+        ...
 
-    async def remove_job(self, job_id: str) -> bool: ...
+    async def remove_job(self, job_id: str, asker: str) -> bool:
+        """Remove a job `asker` may see; False when there is none such."""
+        ...
 
 
 def _optional_text(args: dict[str, Any], name: str) -> str | None:
@@ -167,9 +171,9 @@ class CronTool:
         if action == "add":
             return await self._add(args, ctx)
         if action == "list":
-            return await self._list()
+            return await self._list(ctx)
         if action == "remove":
-            return await self._remove(args)
+            return await self._remove(args, ctx)
         raise ToolError(f"action must be add, list or remove, got {action!r}")
 
     async def _add(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -230,16 +234,16 @@ class CronTool:
             raise ToolError(str(exc)) from None
         return ToolResult(f"Scheduled. {view.line()}")
 
-    async def _list(self) -> ToolResult:
-        jobs = await self._service.list_jobs()
+    async def _list(self, ctx: ToolContext) -> ToolResult:
+        jobs = await self._service.list_jobs(ctx.session_key)
         if not jobs:
             return ToolResult("No cron jobs.")
         return ToolResult("\n".join(f"- {job.line()}" for job in jobs))
 
-    async def _remove(self, args: dict[str, Any]) -> ToolResult:
+    async def _remove(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         job_id = _optional_text(args, "id")
         if job_id is None:
             raise ToolError("id is required to remove a job; list the jobs to see their ids")
-        if not await self._service.remove_job(job_id):
+        if not await self._service.remove_job(job_id, ctx.session_key):
             raise ToolError(f"no cron job with id {job_id!r}; list the jobs to see their ids")
         return ToolResult(f"Removed cron job {job_id}.")

@@ -28,6 +28,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,15 @@ class ExecTool:
         # bwrap binds the real path; HOME and the working directory name that same path.
         workspace = ctx.workspace.resolve() if self.sandbox.mode == "bwrap" else ctx.workspace
         binds = self.mounts() if self.mounts is not None and self.sandbox.mode == "bwrap" else ()
+        sandbox = self.sandbox
+        if ctx.private:  # the owner's memory files, in a turn for someone else: not there
+            if sandbox.mode != "bwrap":
+                raise ToolError(
+                    "exec runs unsandboxed here, so it cannot keep the owner's memory files "
+                    "out of this conversation; refused"
+                )
+            hidden = (*sandbox.hide, *(workspace / name for name in ctx.private))
+            sandbox = replace(sandbox, hide=hidden)
         group = self._cgroup()
         preexec = self.sandbox.limits.preexec(
             room,
@@ -200,7 +210,7 @@ class ExecTool:
         spawn = asyncio.ensure_future(
             loop.subprocess_exec(
                 lambda: _ShellProtocol(output),
-                *self.sandbox.argv(workspace, command, binds),
+                *sandbox.argv(workspace, command, binds),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

@@ -52,6 +52,15 @@ def workspace_parts(path: str) -> tuple[tuple[str, ...], str]:
     return parts, "/".join(parts) or "."
 
 
+def refuse_private(parts: Sequence[str], shown: str, private: Sequence[str]) -> None:
+    """ToolError when `parts` names (or lies under) one of the run's `private` entries."""
+    if parts and parts[0] in private:
+        raise ToolError(
+            f"{shown} belongs to the owner's memory; it cannot be read or changed from this "
+            "conversation"
+        )
+
+
 def os_problem(exc: OSError, shown: str, action: str) -> ToolError:
     """A readable ToolError for an OSError met while `action`ing `shown`."""
     if isinstance(exc, RefusedFile):

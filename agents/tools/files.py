@@ -16,7 +16,13 @@ from typing import Any
 
 from agents.tools.base import Tool, ToolContext, ToolError, ToolResult
 from agents.tools.disk_room import ensure_room
-from agents.tools.file_io import list_entries, read_text, workspace_parts, write_atomic
+from agents.tools.file_io import (
+    list_entries,
+    read_text,
+    refuse_private,
+    workspace_parts,
+    write_atomic,
+)
 
 DEFAULT_MAX_READ_BYTES = 2_000_000
 DEFAULT_MAX_WRITE_BYTES = 5_000_000
@@ -83,6 +89,7 @@ class ReadFileTool:
         offset = _int_arg(args, "offset", 1, minimum=1)
         limit = _int_arg(args, "limit", self.default_limit, minimum=1)
         parts, shown = workspace_parts(path)
+        refuse_private(parts, shown, ctx.private)
         text = await asyncio.to_thread(read_text, ctx.workspace, parts, shown, self.max_bytes)
         lines = text.splitlines(keepends=True)
         if offset > 1 and offset > len(lines):
@@ -131,6 +138,7 @@ class WriteFileTool:
                 "write_file; write it in smaller files"
             )
         parts, shown = workspace_parts(path)
+        refuse_private(parts, shown, ctx.private)
         if not parts:
             raise ToolError("path names the workspace itself; give a file path")
         ensure_room(ctx.workspace, len(data), self.keep_free)
@@ -172,6 +180,7 @@ class EditFileTool:
         if old_text == "":
             raise ToolError("old_text is empty; give the exact text to replace")
         parts, shown = workspace_parts(path)
+        refuse_private(parts, shown, ctx.private)
         text = await asyncio.to_thread(read_text, ctx.workspace, parts, shown, self.max_bytes)
         count = text.count(old_text)
         if count == 0:
@@ -216,6 +225,7 @@ class ListDirTool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = _str_arg(args, "path", default=".")
         parts, shown = workspace_parts(path)
+        refuse_private(parts, shown, ctx.private)
         listing = await asyncio.to_thread(
             list_entries, ctx.workspace, parts, shown, self.max_entries
         )

@@ -13,7 +13,7 @@ import mimetypes
 from typing import Any, Protocol
 
 from agents.tools.base import ToolContext, ToolError, ToolResult
-from agents.tools.file_io import read_bytes, workspace_parts
+from agents.tools.file_io import read_bytes, refuse_private, workspace_parts
 
 MAX_CAPTION_CHARS = 1000
 
@@ -76,6 +76,7 @@ class SendFileTool:
         if limit <= 0:
             raise ToolError("this chat cannot receive files; put the content in your reply")
         parts, shown = workspace_parts(path)
+        refuse_private(parts, shown, ctx.private)
         if not parts:
             raise ToolError("send_file needs a file path, not the workspace itself")
         data = read_bytes(

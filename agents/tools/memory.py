@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agents.recall import Recalled
+from agents.recall_quote import quote_label, quote_text
 from agents.tools.base import Tool, ToolContext, ToolError, ToolResult
 from agents.tools.disk_room import ensure_room
 from agents.tools.file_io import os_problem
@@ -93,6 +94,11 @@ class MemoryAppendTool:
         }
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if "memory" in ctx.private:
+            raise ToolError(
+                "memory_append writes the owner's notes, which this conversation cannot change; "
+                "nothing was saved"
+            )
         text = _text_arg(args, "text")
         if len(text) > MAX_APPEND_CHARS:
             raise ToolError(
@@ -260,7 +266,7 @@ class MemorySearchTool:
                 if len(item.text) <= MAX_LINE_CHARS * 2
                 else item.text[: MAX_LINE_CHARS * 2] + " [...]"
             )
-            lines.append(f"{n}. [{item.where}{when}] {text}")
+            lines.append(quote_text(f"{n}. [{quote_label(item.where)}{when}] {quote_text(text)}"))
         return ToolResult("\n".join(lines))
 
 

@@ -11,7 +11,9 @@ folder is reached. Binary files and files over `max_bytes` are refused with what
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+import os
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agents.skills.catalog import SkillCatalog
@@ -45,9 +47,18 @@ class ReadSkillTool:
         "required": ["name"],
     }
 
-    def __init__(self, catalog: SkillCatalog, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        catalog: SkillCatalog,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        hidden: Sequence[Path] = (),
+    ) -> None:
         self.catalog = catalog
         self.max_bytes = max_bytes
+        # What no tool may read (the daemon's secret files, config, state), wherever it lies:
+        # a secret file beside a skill's SKILL.md is inside the boundary too.
+        self.hidden = tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in hidden))
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         name = args.get("name")
@@ -77,6 +88,9 @@ class ReadSkillTool:
 
     def _file(self, skill: Skill, parts: tuple[str, ...]) -> str:
         shown = "/".join(parts)
+        real = Path(os.path.realpath(skill.source.base.joinpath(*skill.parts, *parts)))
+        if any(real == h or real.is_relative_to(h) for h in self.hidden):
+            raise ToolError(f"{shown} holds one of the daemon's secrets; no tool may read it")
         try:
             data = read_file(
                 skill.source.base,

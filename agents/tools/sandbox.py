@@ -11,11 +11,14 @@ the workspace (and `extra_rw`) read-write and nothing else (`/home`, `/root`, `/
 config folder, the state directory and its control socket, each secret file, the credentials
 directory, wherever they live: under `/etc`, or inside a bound folder) is covered: a directory
 with an empty tmpfs, a file with /dev/null. `ro_binds` (skill folders outside the workspace)
-are bound read-only where the model was told to find them. `Sandbox.none()` runs the command
+are bound read-only where the model was told to find them, and a hidden path inside one of
+them is covered where it shows inside (`/skills/<name>/api.key`). `Sandbox.none()` runs the command
 directly: only the environment scrub and limits apply.
 
 Limits (`Limits`): CPU seconds, address space and file size are rlimits set in the child before
-it execs. Processes and memory are counted for the whole command where the host lets Perch
+it execs. `/tmp` is a tmpfs of `tmp_mb` (bwrap's `--size`): its pages are no process's memory,
+so no rlimit counts them and, without a cgroup, an unsized one could fill the host's memory;
+a bwrap without `--size` is refused unless `tmp_mb` is 0. Processes and memory are counted for the whole command where the host lets Perch
 manage cgroups (`cgroups.CgroupHome`: a delegated cgroup v2, or v1 as root): a cgroup per
 command with `pids.max` and a memory limit. Without one, processes are limited by
 RLIMIT_NPROC: inside the sandbox's own user namespace when bwrap makes one (Perch not root;
@@ -53,6 +56,9 @@ class Limits:
     memory_mb: int = 2048
     processes: int = 1024
     file_size_mb: int = 1024
+    # The sandbox's /tmp: a tmpfs of this size (bwrap --size), memory no per-process limit
+    # counts, so it is bounded by itself whoever runs Perch. 0: an unsized tmpfs.
+    tmp_mb: int = 256
 
     def preexec(
         self,
@@ -167,6 +173,8 @@ class Sandbox:
             target = Path(os.path.realpath("/etc/resolv.conf"))
             if target.is_file() and not _inside(target, shown):
                 args += ["--ro-bind", str(target), str(target)]
+        if self.limits.tmp_mb > 0:  # a sized /tmp: tmpfs pages are no process's memory
+            args += ["--size", str(self.limits.tmp_mb * _MB)]
         args += ["--tmpfs", "/tmp", "--dev", "/dev"]
         args += ["--proc", "/proc"] if self.mount_proc else ["--ro-bind", "/proc", "/proc"]
         real = Path(os.path.realpath(workspace))
@@ -180,6 +188,7 @@ class Sandbox:
         for host, where in read_only:
             args += ["--ro-bind", str(host), str(where)]
         args += late
+        args += _masks_in_binds(self.hide, read_only)
         args += ["--chdir", ws, "--"]
         if self.nproc_inside and self.limits.processes > 0:
             n = self.limits.processes
@@ -211,11 +220,38 @@ def _masks(
     return early, late
 
 
+def _masks_in_binds(hide: Iterable[Path], binds: list[tuple[Path, Path]]) -> list[str]:
+    """bwrap arguments that cover each hidden path inside a folder bound elsewhere (a secret
+    file beside a skill's SKILL.md, seen at `/skills/<name>/`): where it shows inside."""
+    found: list[str] = []
+    for path in dict.fromkeys(Path(os.path.realpath(p)) for p in hide):
+        for host, where in binds:
+            if path == host or not path.is_relative_to(host) or not os.path.lexists(path):
+                continue
+            inside = str(where / path.relative_to(host))
+            if path.is_dir():
+                found += ["--tmpfs", inside]
+            else:
+                found += ["--ro-bind", "/dev/null", inside]
+    return found
+
+
 def _prlimit() -> str:
     """prlimit (util-linux) where the sandbox shows it, or "" (then RLIMIT_NPROC is set
     before bwrap, and counts the daemon's whole user)."""
     found = shutil.which("prlimit", path="/usr/bin:/bin")
     return found if found and _inside(Path(os.path.realpath(found)), map(Path, SYSTEM_DIRS)) else ""
+
+
+def _sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this bwrap has `--size` (for `--tmpfs`)."""
+    try:
+        done = subprocess.run(
+            [bwrap, "--help"], capture_output=True, timeout=10, check=False, env={}
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"--size" in done.stdout + done.stderr
 
 
 def _probe(sandbox: Sandbox) -> str | None:
@@ -264,6 +300,12 @@ def select_sandbox(
             f"exec.sandbox is {setting} but bubblewrap (bwrap) is not installed, so exec would "
             "run commands unsandboxed; install it (apt-get install bubblewrap), or set "
             "agent.exec.sandbox: none to accept unsandboxed commands, or disable exec"
+        )
+    if lim.tmp_mb > 0 and not _sizes_tmpfs(found):
+        raise SandboxUnavailable(
+            f"bwrap ({found}) cannot size a tmpfs (no --size; bubblewrap 0.5 or later can), so "
+            "exec's /tmp would have no bound; upgrade bubblewrap, or set agent.exec.tmp_mb: 0 "
+            "to accept an unsized /tmp"
         )
     inside = _prlimit() if home is None and os.geteuid() != 0 and lim.processes > 0 else ""
     sandbox = Sandbox("bwrap", found, network, lim, tuple(hide))

@@ -132,6 +132,8 @@ class ExecConfig(StrictModel):
     def _patterns(cls, value: list[str]) -> list[str]:
         return check_patterns(value)
 
+    tmp_mb: int = Field(256, ge=0)  # the sandbox's /tmp: a tmpfs of this size (0: unsized)
+
     @model_validator(mode="after")
     def _timeout_within_max(self) -> ExecConfig:
         if self.timeout_s > self.max_timeout_s:

@@ -111,20 +111,16 @@ def server_specs(mcp: McpConfig, base: Path | None = None) -> list[ServerSpec]:
     return specs
 
 
-_SECRET_NAME = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL", "COOKIE")
-
-
 def mcp_secrets(mcp: McpConfig) -> list[str]:
-    """Values the log redactor must hide: every header value, secret-looking env values,
-    and the query and credentials of each URL."""
+    """Values the redactor must hide: every header value, the value of every `env` entry
+    (a server prints its `GITHUB_PAT` on stderr whatever the variable is called), and the
+    query and credentials of each URL."""
     secrets: list[str] = []
     for server in mcp.servers.values():
         secrets.extend(server.headers.values())
         for header in server.headers.values():
             secrets.extend(header.split()[1:])  # the token of "Bearer <token>"
-        secrets.extend(
-            v for k, v in server.env.items() if any(s in k.upper() for s in _SECRET_NAME)
-        )
+        secrets.extend(server.env.values())
         if server.url:
             parts = urlsplit(server.url)
             secrets.extend(p for p in (parts.query, parts.password) if p)

@@ -115,6 +115,11 @@ class CronJobs:
             log.warning("cron job %s is unreadable and ignored: %s", job_id, exc)
         return None
 
+    async def creator(self, job_id: str) -> str | None:
+        """Who made job `job_id` (a session key; "" = `perch cron add`), None if there is none."""
+        row = await self.store.cron_get(job_id)
+        return None if row is None else row.created_by
+
     async def all(self) -> list[CronJob]:
         """Every readable job, oldest first (an unreadable row is logged and skipped)."""
         jobs: list[CronJob] = []

@@ -3,7 +3,10 @@
 A chat job is injected into its delivery chat's session (queued behind a running turn)
 and answers there; an isolated job gets a fresh `agent:<id>:cron:<jobId>` session with the
 minimal prompt, and its reply goes to `deliver_to` through `bot.kernel.delivery.send_reply`.
-NO_REPLY posts nothing. The `RunOutcome` tells the scheduler whether to retry
+NO_REPLY posts nothing. A job acts for the person whose turn created it (`bot/kernel/people.py`):
+a job whose delivery chat that person may not reach (made before the rule, or `last`
+turned elsewhere) is refused when it runs, never run in someone else's chat. The `RunOutcome`
+tells the scheduler whether to retry
 (`transient`) or leave the job due because the daemon is stopping (`shutdown`).
 """
 
@@ -17,6 +20,7 @@ from bot.cron.heartbeat import TargetError, resolve_target
 from bot.cron.jobs import CronJob, RunStatus, describe_chat
 from bot.fleet.cron_scope import agent_of_creator
 from bot.kernel.delivery import DeliveryError, clean_reply
+from bot.kernel.people import People
 from bot.kernel.ports import Outbox, SystemTurns
 from bot.kernel.sessions import SessionKey
 from bot.store.roles import Sessions
@@ -55,12 +59,14 @@ class JobRunner:
         turns: SystemTurns,
         outbox: Outbox,
         stopping: Callable[[], bool],
+        people: People,
     ) -> None:
         self.config = config
         self.store = store
         self.turns = turns
         self.outbox = outbox
         self.stopping = stopping
+        self.people = people
 
     async def run(self, job: CronJob, budget_gate: BudgetGate | None = None) -> RunOutcome:
         """Run `job` once and say how it went. `budget_gate` returns why nothing may be
@@ -76,6 +82,13 @@ class JobRunner:
             )
         except TargetError as exc:
             return RunOutcome("error", f"cannot deliver: {exc}", transient=True)
+        person = await self.people.creator(job.created_by)
+        if chat is not None and not person.may_reach(chat):
+            return RunOutcome(
+                "error",
+                f"refused: the job was made by {person.describe()}, who may not reach "
+                f"{describe_chat(chat)}; only the owner schedules into other chats",
+            )
         text = WAKE_UP.format(
             label=job.label,
             schedule=job.schedule.describe(),

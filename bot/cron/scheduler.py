@@ -109,7 +109,7 @@ class Scheduler:
         # Returns why nothing may be spent now (bot/kernel/budget.py), or "": runs are skipped then.
         self.budget_gate = budget_gate
         self._watching: asyncio.Task[None] | None = None
-        self.runs = JobRunner(config, store, turns, outbox, lambda: self._stopping)
+        self.runs = JobRunner(config, store, turns, outbox, lambda: self._stopping, book.people)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

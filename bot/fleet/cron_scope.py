@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from agents.tools.cron import CronJobView, CronRequest
 from bot.cron.book import JobBook
-from bot.cron.jobs import job_view
 
 CLI = "cli"
 
@@ -46,12 +45,15 @@ class AgentJobBook:
     async def add_job(self, request: CronRequest) -> CronJobView:
         return await self.book.add_job(request)
 
-    async def list_jobs(self) -> list[CronJobView]:
-        return [job_view(job) for job in await self.book.jobs.all() if self._mine(job.created_by)]
+    async def list_jobs(self, asker: str = "") -> list[CronJobView]:
+        """The jobs of this agent that `asker` may see (the person rule, `JobBook`)."""
+        visible = await self.book.list_jobs(asker)
+        jobs = {job.id: job for job in await self.book.jobs.all()}
+        return [v for v in visible if v.id in jobs and self._mine(jobs[v.id].created_by)]
 
-    async def remove_job(self, job_id: str) -> bool:
+    async def remove_job(self, job_id: str, asker: str = "") -> bool:
         jobs = {job.id: job for job in await self.book.jobs.all()}
         job = jobs.get(job_id.strip())
         if job is None or not self._mine(job.created_by):
             return False
-        return await self.book.remove_job(job_id)
+        return await self.book.remove_job(job_id, asker)

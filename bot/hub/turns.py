@@ -43,6 +43,7 @@ from bot.hub.rejected import rejected_reply, rejection_mark
 from bot.hub.turn_inputs import TurnStore, chat_history, load_session
 from bot.kernel.delivery import TurnReply, cut_long_texts
 from bot.kernel.lanes import Pending, Turn
+from bot.kernel.people import People, owners_of, private_entries
 from bot.kernel.routing import encode_chat
 from bot.kernel.session_facts import runtime_info
 from bot.kernel.sessions import SessionKey
@@ -88,6 +89,7 @@ class TurnRunner:
         recall: TurnRecall | None = None,  # what the index holds about each new message
         index: SearchIndex | None = None,  # told of each saved run
         agents: Mapping[str, TurnRunner] | None = None,  # the other agents' runners, by id
+        people: People | None = None,  # whom each turn acts for (None: from the config)
     ) -> None:
         self.config = config
         self.store = store
@@ -105,6 +107,7 @@ class TurnRunner:
         self.recall = recall
         self.index = index
         self.agents: Mapping[str, TurnRunner] = agents or {}
+        self.people = people or People(owners_of(config.channels.all()))
 
     async def run(
         self, key: SessionKey, turn: Turn, chat: ChatRef | None, mode: PromptMode = "full"
@@ -207,6 +210,7 @@ class TurnRunner:
             context=ToolContext(
                 workspace=self.workspace,
                 session_key=str(key),
+                private=private_entries(await self.people.person(str(key))),
                 cancel=turn.cancel,
                 origin=origin if origin is not None else _origin(chat),
                 depth=key.depth,

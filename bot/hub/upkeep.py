@@ -26,6 +26,7 @@ from agents.tools.base import ToolContext, ToolRegistry
 from bot.config.schema import Config
 from bot.hub.model_choice import ModelChoices
 from bot.hub.turn_inputs import chat_history
+from bot.kernel.people import People, owners_of, private_entries
 from bot.kernel.session_facts import runtime_info
 from bot.kernel.sessions import SessionKey
 from bot.kernel.turn_outcome import SessionState
@@ -49,6 +50,7 @@ class SessionUpkeep:
         *,
         tools: ToolRegistry,  # the chat's tools: the flush offers them all
         cache: CachePolicy,  # the sessions' prompt-cache plans, shared with the turns
+        people: People | None = None,  # whom a session's flush acts for (None: from config)
     ) -> None:
         self.config = config
         self.store = store
@@ -59,6 +61,7 @@ class SessionUpkeep:
         self.models = models
         self.tools = tools
         self.cache = cache
+        self.people = people or People(owners_of(config.channels.all()))
         self.window = config.agent.context_window or context_window(config.agent.model)
 
     async def after_run(self, session: SessionState) -> None:
@@ -133,6 +136,7 @@ class SessionUpkeep:
                 session_key=key,
                 depth=parsed.depth,
                 model=chosen or None,
+                private=private_entries(await self.people.person(key)),
             ),
         )
         if result is None:

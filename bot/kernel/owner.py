@@ -1,7 +1,8 @@
 """Who the owner is: the one answer heartbeat, cron (`owner`) and the `message` tool share.
 
-The owner is the first owner id (`owner_ids()` of the channel's options: the first non-`*`
-id in `allow_from` for chat platforms, the user for the console) of the running channels,
+The owner is the owner id (`owner_ids()` of the channel's options: `channels.<name>.owner`, else
+the first non-`*` id in `allow_from` for chat platforms, the user for the console; one id per
+channel, every other allowed person is someone else, `bot/kernel/people.py`) of the running channels,
 taken in registry order, as a DM on that channel's account. No platform is named here: the
 registry's order and the plug-ins' options decide.
 """

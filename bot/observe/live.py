@@ -75,6 +75,7 @@ class LiveTelemetry:
             content=config.tracing.content,
             kinds={name: settings.kind for name, settings in config.providers.items()},
             agent=config.agent.id,
+            models=frozenset(known_models(config)),
         )
         return cls(sinks, metrics, tracing)
 

@@ -40,6 +40,9 @@ class Sinks:
     content: bool  # message text and tool arguments into spans
     kinds: Mapping[str, str]  # provider name -> kind (gen_ai.provider.name)
     agent: str  # the agent's id (gen_ai.agent.name)
+    # (provider, model) the config names: the only models a span's name may carry (`/model
+    # <text>` is a chat user's text, kept out of span names; it stays an attribute, cut).
+    models: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,13 +211,15 @@ class ModelCallWatch(_Spanned):
         attrs: dict[str, Any] = {
             names.OPERATION: "chat",
             names.PROVIDER: sinks.kinds.get(self._provider, self._provider),
-            names.REQUEST_MODEL: self._model,
+            names.REQUEST_MODEL: names.cut(self._model, 128),
             names.REQUEST_MAX_TOKENS: self._request.max_tokens,
             "perch.provider": self._provider,
         }
         if sinks.tracer is not None and sinks.content:
             attrs[names.INPUT_MESSAGES] = names.input_messages(self._request.messages)
-        self._start(sinks.tracer, f"chat {self._model}", SpanKind.CLIENT, False, **attrs)
+        known = (self._provider, self._model) in sinks.models
+        name = f"chat {self._model}" if known else "chat"  # never a user's text
+        self._start(sinks.tracer, name, SpanKind.CLIENT, False, **attrs)
         return self
 
     def first_text(self) -> None:
@@ -279,7 +284,8 @@ class ToolCallWatch(_Spanned):
         }
         if sinks.tracer is not None and sinks.content:
             attrs[names.TOOL_ARGUMENTS] = names.arguments_json(self._args)
-        self._start(sinks.tracer, f"execute_tool {name}", SpanKind.INTERNAL, True, **attrs)
+        shown = name if self._known else "(unknown tool)"  # a made-up name stays an attribute
+        self._start(sinks.tracer, f"execute_tool {shown}", SpanKind.INTERNAL, True, **attrs)
         return self
 
     def finished(self, is_error: bool, content: str, *, cancelled: bool = False) -> None:

@@ -26,9 +26,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bot.config.errors import EXIT_CONFIG, ConfigError
-from bot.config.layout import require_apart
+from bot.config.layout import layout_warnings, require_apart
 from bot.config.load import load_config, require_api_key
 from bot.config.paths import config_path, log_path, template_text
+from bot.config.redact import scrub
 from bot.operator import (
     control_cli,
     cron_cli,
@@ -38,6 +39,7 @@ from bot.operator import (
     skills_cli,
     store_cli,
 )
+from bot.operator.redacted_output import redact_output
 from bot.store.rows import SchemaTooNew
 
 # Each adds its subcommands to the parser: register(subparsers, add).
@@ -50,6 +52,8 @@ COMMANDS = (
     skills_cli.register,
     store_cli.register,
 )
+# Commands that hold a conversation on this terminal keep its real streams.
+TALKING = frozenset({"run", "chat", "onboard"})
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -77,11 +81,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         config.secret_values(),
         file=None if terminal is not None else log_file,
     )
+    for warning in layout_warnings(config):
+        logging.getLogger("perch").warning("layout: %s", warning)
     try:
         with asyncio.Runner(loop_factory=event_loop_factory(config.gateway.event_loop)) as runner:
             runner.run(Daemon(config).run())
     except StartupError as exc:  # what was opened is closed again; one line, no traceback
-        print(f"perch: {exc}", file=terminal or sys.stderr)
+        print(f"perch: {scrub(str(exc), config.secret_values())}", file=terminal or sys.stderr)
         # A config that cannot work (exec on without a working sandbox): systemd must not retry.
         # Nor a database a newer Perch upgraded: restarting this version cannot help.
         return EXIT_CONFIG if isinstance(exc.__cause__, ConfigError | SchemaTooNew) else 1
@@ -180,10 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(given)
     if args.command != "run":  # one-shot commands print results, not log lines
         logging.getLogger().addHandler(logging.NullHandler())
+    if args.command not in TALKING:  # what it prints passes the one redactor
+        redact_output()
     try:
         return int(args.func(args))
     except ConfigError as exc:
-        print(f"perch: {exc}", file=sys.stderr)
+        print(f"perch: {scrub(str(exc))}", file=sys.stderr)
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return 130

@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo
 
 import aiohttp
 
-from bot.config.layout import layout_problem
+from bot.config.layout import layout_problem, layout_warnings
 from bot.config.redact import scrub
 from bot.config.schema import Config
 from bot.kernel.workspace import bootstrap_dir
@@ -139,6 +139,9 @@ def _layout(config: Config) -> Check:
     problem = layout_problem(config)
     if problem is not None:
         return Check(False, "layout", problem, "move the workspace; perch run refuses this")
+    warnings = layout_warnings(config)
+    if warnings:
+        return Check(True, "layout", "; ".join(warnings), "move or chmod them", warn=True)
     return Check(True, "layout", "the workspace holds no state, config or secret file")
 
 

@@ -1,9 +1,8 @@
 """Logging: one line per event, text for terminals or JSON for journald, secrets redacted.
 
-`setup_logging(level, fmt, secrets)` installs a root handler whose filter replaces every
-configured secret value and anything shaped like a token (`sk-ant-`, `Bearer ...`, and the
-token shapes each channel plug-in declares in `redact`) with `[REDACTED]`, and the password of
-any URL (`postgresql://perch:***@db/perch`), in the message and in exception text. `run_id`
+`setup_logging(level, fmt, secrets)` installs a root handler whose filter runs the one
+redactor (`bot/config/redact.py` `Redactor`: every configured secret, every URL's and DSN's
+password, token shapes) over the message and the exception text. `run_id`
 and `session` context variables are added to every line of a run, and `trace_id` (the turn's
 OpenTelemetry trace, when it is traced) to every line of a turn.
 """
@@ -14,43 +13,19 @@ import contextvars
 import json
 import logging
 import os
-import re
 import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
-from bot.config.redact import URL_PASSWORD
+from bot.config.redact import REDACTED as REDACTED
+from bot.config.redact import Redactor as Redactor
 from channels import registry
 
 run_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("run_id", default="")
 session_var: contextvars.ContextVar[str] = contextvars.ContextVar("session", default="")
 trace_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("trace_id", default="")
-
-TOKEN_PATTERNS = [
-    *registry.redaction_patterns(),
-    re.compile(r"sk-ant-[A-Za-z0-9_-]{8,}"),
-    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),
-    re.compile(r"(?i)(x-api-key['\"]?\s*[:=]\s*['\"]?)[A-Za-z0-9._-]{8,}"),
-]
-REDACTED = "[REDACTED]"
-
-
-class Redactor:
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self.secrets = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for secret in self.secrets:
-            if secret in text:
-                text = text.replace(secret, REDACTED)
-        for pattern in TOKEN_PATTERNS:
-            if pattern.groups:
-                text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
-            else:
-                text = pattern.sub(REDACTED, text)
-        return URL_PASSWORD.sub(r"\1***\3", text)  # scheme://user:***@host
 
 
 class RedactingFilter(logging.Filter):

@@ -3,10 +3,11 @@
 Every document carries one scope; a chat sees the documents whose scope is among its
 `visible_scopes`. The rule (pure, table-tested in tests/recall/test_recall_visibility.py):
 - skills: `public`, seen everywhere;
-- memory files (MEMORY.md, memory/*.md): `owner`, seen only in the owner's DMs: a DM whose
-  person is an owner id of its channel (`bot/kernel/owner.py`: the first id of `allow_from`, the
-  console's user), and `perch chat`'s own DM (channel `cli`: only the operator at the shell
-  reaches it);
+- memory files (MEMORY.md, memory/*.md): `owner`, seen only in the owner's DMs
+  (`bot/kernel/people.py` `is_owner_dm`: a DM with the channel's ONE owner id, explicit
+  `channels.<name>.owner` or the first id of `allow_from`, the console's user; and
+  `perch chat`'s own DM, channel `cli`). Every other allowed or paired person is someone
+  else and never sees them;
 - a conversation in a DM: the person's scope, the DM's session key without a thread
   (`agent:<id>:<channel>:<account>:dm:<peer>`): the same
   person is the same channel, account and peer, so every session with them (threads, and
@@ -23,15 +24,13 @@ sees every scope.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-
+from bot.kernel.people import OPERATOR_CHANNEL as OPERATOR_CHANNEL
+from bot.kernel.people import Owners as Owners
+from bot.kernel.people import is_owner_dm as is_owner_dm
 from bot.kernel.sessions import SessionKey
 
 PUBLIC = "public"
 OWNER = "owner"
-OPERATOR_CHANNEL = "cli"  # `perch chat`'s DM (bot/operator/ops_chat.py CLI_CHAT)
-
-Owners = Mapping[str, Collection[str]]  # channel -> the owner's ids there
 
 
 def _chat_scope(key: SessionKey) -> str:
@@ -45,13 +44,6 @@ def scope_of(key: SessionKey) -> str:
     if root.kind in ("dm", "group"):
         return _chat_scope(root)
     return OWNER  # cron, heartbeat
-
-
-def is_owner_dm(key: SessionKey, owners: Owners) -> bool:
-    root = key.root
-    if root.kind != "dm" or root.channel is None:
-        return False
-    return root.channel == OPERATOR_CHANNEL or root.chat_id in owners.get(root.channel, ())
 
 
 def visible_scopes(key: SessionKey, owners: Owners) -> tuple[str, ...]:

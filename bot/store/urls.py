@@ -1,29 +1,21 @@
 """Store addresses: telling a PostgreSQL URL from a file path, and showing one safely.
 
-`redact_url` drops the password from a URL for messages and logs; `is_postgres_url` is the
+`redact_url` drops the password from a URL (or a keyword DSN) for messages and logs; `is_postgres_url` is the
 one test of which backend an address selects.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
+from bot.config.redact import mask_credentials
 from bot.store.rows import POSTGRES_SCHEMES
 
 
 def redact_url(url: str) -> str:
-    """`url` without its password, for messages and logs."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:  # not a URL we can take apart: show none of it after the scheme
-        return url.split("://", 1)[0] + "://..."
-    if password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[-1]}"))
+    """`url` without its password however it is written (the one redactor's rule,
+    `bot.config.redact.mask_credentials`), for messages and logs."""
+    return mask_credentials(url)
 
 
 def is_postgres_url(where: Path | str) -> bool:

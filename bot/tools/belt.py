@@ -27,7 +27,7 @@ from agents.tools.skill_search import SkillSearchTools
 from agents.tools.web_fetch import WebFetchTool
 from agents.tools.web_search import WebSearchTool
 from bot.config.errors import ConfigError
-from bot.config.layout import sandbox_hidden
+from bot.config.layout import sandbox_hidden, unreadable
 from bot.config.schema import Config
 from bot.recall.index import SearchIndex
 from bot.tools.skills import skill_catalog
@@ -45,7 +45,11 @@ def build_tools(
 ) -> ToolRegistry:
     agent = config.agent
     skills = skills if skills is not None else skill_catalog(config)
-    tools: list[Tool] = [*file_tools(), *memory_tools(index), ReadSkillTool(skills)]
+    tools: list[Tool] = [
+        *file_tools(),
+        *memory_tools(index),
+        ReadSkillTool(skills, hidden=unreadable(config)),  # no secret beside a SKILL.md
+    ]
     if agent.web_fetch.enabled:
         tools.append(
             WebFetchTool(
@@ -110,7 +114,7 @@ def browser_pool(config: Config) -> BrowserPool | None:
 def exec_sandbox(config: Config) -> Sandbox:
     """The sandbox `agent.exec` asks for, or ConfigError (exit 78) saying what to do."""
     cfg = config.agent.exec
-    limits = Limits(cfg.cpu_s, cfg.memory_mb, cfg.max_processes, cfg.max_file_mb)
+    limits = Limits(cfg.cpu_s, cfg.memory_mb, cfg.max_processes, cfg.max_file_mb, cfg.tmp_mb)
     hide = sandbox_hidden(config)
     try:
         sandbox = select_sandbox(cfg.sandbox, network=cfg.network, limits=limits, hide=hide)

@@ -76,7 +76,7 @@ def launch(
     if server.network not in boxes:
         try:
             boxes[server.network] = select_sandbox(
-                "bwrap", network=server.network, limits=Limits(0, 0, 0, 0), cgroups=False
+                "bwrap", network=server.network, limits=Limits(0, 0, 0, 0, 0), cgroups=False
             )
         except SandboxUnavailable as exc:
             boxes[server.network] = exc

@@ -8,14 +8,17 @@ channel's `groups` (never via `"*"`). A DM with anyone else is allowed only if t
 approved by pairing, which `ChatMessenger` asks the store. Everything else is refused with a
 message listing how targets are written. `owner` is `bot.kernel.owner.resolve_owner`'s answer: the
 first owner id of the running channels in registry order (the console's user counts too).
-The text goes out through the `Outbox` (`bot/kernel/ports.py`), cleaned like any reply.
+On top of that the run's person (`bot/kernel/people.py`) must be allowed to reach the chat:
+the owner any chat above, everyone else (another allowed or paired person, a group, a cron
+job they made) only their own chat. The text goes out through the `Outbox`
+(`bot/kernel/ports.py`), cleaned like any reply.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from agents.tools.base import ToolError
@@ -23,6 +26,7 @@ from agents.tools.message import TARGET_FORMS
 from bot.config.schema import Config
 from bot.kernel.delivery import DeliveryError, clean_reply
 from bot.kernel.owner import owner_ids, policies
+from bot.kernel.people import People
 from bot.kernel.ports import Outbox
 from bot.kernel.routing import decode_chat, parse_target
 from bot.store.roles import Pairing
@@ -51,17 +55,20 @@ class TargetPolicy:
     owners: Mapping[str, tuple[str, ...]]  # channel -> owner DM ids, in config order
     groups: Mapping[str, frozenset[str]]  # channel -> allow-listed group ids
     pairing: frozenset[str] = frozenset()  # channels where strangers may be approved
+    allowed: Mapping[str, frozenset[str]] = field(default_factory=dict)  # allow_from, no "*"
 
     @classmethod
     def from_config(cls, config: Config, channels: Mapping[str, Channel]) -> TargetPolicy:
         accounts = {name: channel.account for name, channel in channels.items()}
         owners = owner_ids(config, channels)
         groups: dict[str, frozenset[str]] = {}
+        allowed: dict[str, frozenset[str]] = {}
         pairing: set[str] = set()
         for name, policy in policies(config, list(channels)).items():
             groups[name] = frozenset(g for g in policy.groups if g != "*")
+            allowed[name] = frozenset(i for i in policy.allow_from if i != "*")
             pairing.add(name)
-        return cls(accounts, owners, groups, frozenset(pairing))
+        return cls(accounts, owners, groups, frozenset(pairing), allowed)
 
     def resolve(self, target: str, current: ChatRef | None) -> ChatRef:
         """The chat `target` names; TargetRefused if it is malformed or unknown."""
@@ -95,6 +102,8 @@ class TargetPolicy:
             return "allow" if chat.chat_id in self.groups.get(chat.channel, ()) else "refuse"
         if chat.chat_id in self.owners.get(chat.channel, ()):
             return "allow"
+        if chat.chat_id in self.allowed.get(chat.channel, ()):
+            return "allow"
         return "if_approved" if chat.channel in self.pairing else "refuse"
 
     def refusal(self, target: str) -> str:
@@ -113,10 +122,13 @@ class ChatMessenger:
         config: Config,
         store: Pairing,
         outbox: Outbox,  # the running channels; each send is counted
+        *,
+        people: People,  # whom a run acts for
     ) -> None:
         self.config = config
         self.store = store
         self.outbox = outbox
+        self.people = people
 
     def policy(self) -> TargetPolicy:
         return TargetPolicy.from_config(self.config, self.outbox.channels)
@@ -133,6 +145,15 @@ class ChatMessenger:
         if verdict == "if_approved" and await self.store.is_approved(chat.channel, chat.chat_id):
             verdict = "allow"
         where = describe(chat)
+        person = await self.people.person(session_key)
+        if verdict == "allow" and not person.may_reach(chat):
+            log.warning(
+                "message tool in %s: %s may not reach %s", session_key, person.describe(), where
+            )
+            raise TargetRefused(
+                f"refused: this conversation may message only its own chat, not {target!r}; "
+                "just answer here instead"
+            )
         if verdict != "allow":
             log.warning("message tool in %s: target %s refused by policy", session_key, where)
             raise TargetRefused(policy.refusal(target))

@@ -2,9 +2,17 @@
 token, the limit on failed attempts, and the same-origin test for changes.
 
 Pure and clock-injected, so a table of cases tests them. A session cookie is
-`<issued>.<nonce>.<mac>` with the MAC an HMAC-SHA256 under the token: nothing is kept on the
-server, changing the token logs every browser out, and a cookie lives `SESSION_DAYS`. The CSRF
-token of a session is another HMAC of its nonce. Every comparison is constant-time.
+`<issued>.<nonce>.<mac>` with the MAC an HMAC-SHA256 under the token, and its nonce must also
+be one of the live sessions this server keeps (at most `MAX_SESSIONS`, the oldest dropped):
+logging out ends the session on the server, so a copy of the cookie is worth nothing after;
+a restart or a new token logs every browser out, and a cookie lives `SESSION_DAYS` at most.
+The CSRF token of a session is another HMAC of its nonce. Every comparison is constant-time.
+
+`FailureLimit` counts wrong tokens per client address (5 a minute) and over all addresses
+together (`MAX_GLOBAL_FAILURES` a minute), so many source addresses (all of 127.0.0.0/8 is
+loopback) guess no faster than one. The limit only ever refuses a wrong token: the guard
+checks the token first, so the right one gets in during a lockout, and a guesser cannot lock
+the owner out. (What makes guessing hopeless is the token itself: 16 characters or more.)
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ SESSION_SECONDS = SESSION_DAYS * 86400
 MAX_FAILURES = 5  # failed logins per client address ...
 FAILURE_WINDOW = 60.0  # ... in this many seconds; then 429 until the oldest ages out
 MAX_ADDRESSES = 4096  # addresses remembered (the oldest forgotten first)
+MAX_GLOBAL_FAILURES = 20  # failed logins from all addresses together in FAILURE_WINDOW
+MAX_SESSIONS = 256  # live browser sessions kept (the oldest logged out first)
 
 Clock = Callable[[], float]
 
@@ -32,6 +42,7 @@ class Credentials:
     def __init__(self, token: str, clock: Clock = time.time) -> None:
         self._key = token.encode("utf-8")
         self._clock = clock
+        self._live: OrderedDict[str, None] = OrderedDict()  # the nonces of live sessions
 
     def token_ok(self, given: str) -> bool:
         """`given` is the token (compared in constant time)."""
@@ -40,7 +51,14 @@ class Credentials:
     def new_session(self) -> str:
         """A fresh session cookie value."""
         issued, nonce = str(int(self._clock())), secrets.token_urlsafe(18)
+        self._live[nonce] = None
+        while len(self._live) > MAX_SESSIONS:
+            self._live.popitem(last=False)
         return f"{issued}.{nonce}.{self._mac('session', issued, nonce)}"
+
+    def end_session(self, session_id: str) -> None:
+        """Log session `session_id` out: its cookie is refused from now on."""
+        self._live.pop(session_id, None)
 
     def session_id(self, cookie: str) -> str | None:
         """The session's id (its nonce) if `cookie` is one of ours and not expired."""
@@ -51,7 +69,10 @@ class Credentials:
         if not hmac.compare_digest(mac.encode(), self._mac("session", issued, nonce).encode()):
             return None
         age = self._clock() - int(issued)
-        return nonce if -60 <= age <= SESSION_SECONDS else None
+        if not -60 <= age <= SESSION_SECONDS or nonce not in self._live:
+            self._live.pop(nonce, None)
+            return None
+        return nonce
 
     def csrf(self, session_id: str) -> str:
         """The CSRF token every form of this session carries."""
@@ -65,27 +86,46 @@ class Credentials:
 
 
 class FailureLimit:
-    """At most `MAX_FAILURES` failed attempts per client address in `FAILURE_WINDOW`."""
+    """At most `limit` failed attempts per client address, and `overall` from all addresses
+    together, in `window` seconds. It refuses wrong tokens only (see the module's note)."""
 
     def __init__(
         self,
         limit: int = MAX_FAILURES,
         window: float = FAILURE_WINDOW,
         clock: Clock = time.monotonic,
+        overall: int = MAX_GLOBAL_FAILURES,
     ) -> None:
         self.limit = limit
+        self.overall = overall
         self.window = window
         self._clock = clock
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._all: deque[float] = deque()
 
     def retry_after(self, address: str) -> float:
-        """Seconds until `address` may try again; 0 when it may now."""
-        failures = self._recent(address)
-        if len(failures) < self.limit:
+        """Seconds until a wrong token from `address` stops being refused; 0 when it is not."""
+        waits = [
+            self._wait(self._recent(address), self.limit),
+            self._wait(self._every(), self.overall),
+        ]
+        return max(waits)
+
+    def _wait(self, failures: deque[float], limit: int) -> float:
+        if len(failures) < limit:
             return 0.0
         return max(failures[0] + self.window - self._clock(), 0.001)
 
+    def _every(self) -> deque[float]:
+        cutoff = self._clock() - self.window
+        while self._all and self._all[0] <= cutoff:
+            self._all.popleft()
+        return self._all
+
     def failed(self, address: str) -> None:
+        self._every().append(self._clock())
+        while len(self._all) > self.overall:  # only the newest `overall` matter
+            self._all.popleft()
         failures = self._recent(address)
         failures.append(self._clock())
         self._failures[address] = failures

@@ -1,6 +1,8 @@
 """What the dashboard's handlers work with: the `Board` (the daemon's parts they read, the
 credentials, the flashes) and `render`, which fills a page's template with what every page
-shows (navigation, the session's CSRF token, the last action's outcome).
+shows (navigation, the session's CSRF token, the last action's outcome), then passes the
+page through the one redactor (`bot/config/redact.py`): no page shows a secret or a URL's
+password, whatever a chat or an old tool result holds.
 
 The handlers reach the board through `request.app[BOARD]`; who asked is `board.who(request)`
 (the guard, `guard.py`, has let only valid credentials through to them).
@@ -18,6 +20,7 @@ import aiohttp_jinja2
 from aiohttp import web
 
 from agents.skills.skill import Skill
+from bot.config.redact import Redactor
 from bot.config.schema import Config
 from bot.operator.ops import run_op
 from bot.operator.reply import LiveDaemon, OpContext, Reply
@@ -86,6 +89,7 @@ class Board:
     limit: FailureLimit = field(default_factory=FailureLimit)
     flashes: Flashes = field(default_factory=Flashes)
     closing: asyncio.Event = field(default_factory=asyncio.Event)
+    redact: Redactor = field(default_factory=Redactor)  # every page passes it
 
     def who(self, request: web.BaseRequest) -> Auth | None:
         """The request's valid credentials: a bearer token, else a session cookie."""
@@ -117,4 +121,7 @@ def render(
         "signed_in": auth is not None,
         "agent": board.config.agent.id,
     }
-    return aiohttp_jinja2.render_template(name, request, {**page, **context}, status=status)
+    response = aiohttp_jinja2.render_template(name, request, {**page, **context}, status=status)
+    if response.text:  # a password pasted into a chat, an old tool result: never shown
+        response.text = board.redact(response.text)
+    return response

@@ -5,7 +5,8 @@
 `Authorization: Bearer` header or the session cookie the login form sets (`HttpOnly`,
 `SameSite=Strict`). A change (any method but GET/HEAD) from a browser session must also come
 from the dashboard's own pages (`Origin`, else `Referer`) and carry the session's CSRF token.
-Wrong tokens count against the client address (`FailureLimit`): after 5 in a minute it gets
+Wrong tokens count against the client address and all addresses together (`FailureLimit`);
+the token is checked first, so the right one always gets in. After 5 in a minute an address gets
 429 until they age out. `secure_headers` gives every response a strict Content-Security-
 Policy and its companions.
 """
@@ -81,11 +82,11 @@ async def _who(request: web.Request, board: Board) -> Auth | web.StreamResponse:
     header = request.headers.get("Authorization", "")
     if header:
         scheme, _, given = header.partition(" ")
+        if scheme.lower() == "bearer" and board.credentials.token_ok(given.strip()):
+            return Auth("bearer", "bearer")  # the right token is never held back
         wait = board.limit.retry_after(address)
         if wait:
             return too_many(request, wait)
-        if scheme.lower() == "bearer" and board.credentials.token_ok(given.strip()):
-            return Auth("bearer", "bearer")
         board.limit.failed(address)
         log.warning("dashboard: a wrong bearer token from %s", address)
         response = refused(request, 401, "That token is not the dashboard's.")
@@ -135,12 +136,12 @@ async def login_page(request: web.Request) -> web.StreamResponse:
 async def login(request: web.Request) -> web.StreamResponse:
     board = request.app[BOARD]
     address = request.remote or ""
-    wait = board.limit.retry_after(address)
-    if wait:
-        return too_many(request, wait)
     form = await request.post()
     target = safe_next(str(form.get("next", "/")))
     if not board.credentials.token_ok(str(form.get("token", ""))):
+        wait = board.limit.retry_after(address)  # a wrong token only: the right one gets in
+        if wait:
+            return too_many(request, wait)
         board.limit.failed(address)
         log.warning("dashboard: a wrong token from %s", address)
         context = {"next": target, "error": "That is not the dashboard's token."}
@@ -160,6 +161,11 @@ async def login(request: web.Request) -> web.StreamResponse:
 
 
 async def logout(request: web.Request) -> web.StreamResponse:
+    """End the session on the server (a copy of its cookie is refused from now on)."""
+    board = request.app[BOARD]
+    session = board.credentials.session_id(request.cookies.get(COOKIE, ""))
+    if session is not None:
+        board.credentials.end_session(session)
     response = see_other("/login")
     response.del_cookie(COOKIE, path="/")
     return response

@@ -23,6 +23,7 @@ import jinja2
 from aiohttp import web
 
 from bot.config.observe import split_listen
+from bot.config.redact import Redactor
 from bot.config.schema import Config
 from bot.config.web import MIN_TOKEN_CHARS, WebConfig
 from bot.operator.reply import LiveDaemon
@@ -183,6 +184,7 @@ class WebServer:
             self.instance_id,
             self.tail,
             Credentials(token),
+            redact=Redactor(self.config.secret_values()),
         )
         await self._serve(make_app(board, self.routes))
         self.tail.attach()

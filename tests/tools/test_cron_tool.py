@@ -31,13 +31,21 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 
 @pytest.fixture
 def tool(store: Store) -> CronTool:
-    config = Config.model_validate({"agent": {"timezone": "Europe/Berlin"}})
+    config = Config.model_validate(
+        {
+            "agent": {"timezone": "Europe/Berlin"},
+            "channels": {"telegram": {"allow_from": ["u1", "u2"]}},  # u1 is the owner
+        }
+    )
     return CronTool(JobBook(config, store, clock=lambda: NOW))
 
 
-def ctx(origin: str | None = encode_chat(CHAT), depth: int = 0) -> ToolContext:
+def ctx(origin: str | None = encode_chat(CHAT), depth: int = 0, peer: str = "u1") -> ToolContext:
     return ToolContext(
-        workspace=Path("."), session_key="agent:main:telegram:bot:dm:u1", origin=origin, depth=depth
+        workspace=Path("."),
+        session_key=f"agent:main:telegram:bot:dm:{peer}",
+        origin=origin,
+        depth=depth,
     )
 
 
@@ -88,6 +96,28 @@ async def test_owner_delivery_and_chat_sessions_are_accepted(tool: CronTool, sto
     [job] = await CronJobs(store).all()
     assert job.deliver_to == "owner" and job.session_mode == "chat"
     assert job.next_run_at == NOW + 3600
+
+
+async def test_someone_other_than_the_owner_schedules_only_into_their_own_chat(
+    tool: CronTool, store: Store
+) -> None:
+    await tool.run({"action": "add", "at": "+1h", "message": "owner's"}, ctx())
+    other = ChatRef("telegram", "bot", "dm", "u2")
+    theirs = ctx(origin=encode_chat(other), peer="u2")  # allowed, but not the owner
+    for deliver_to in ("owner", "last"):
+        for session in ("chat", "isolated"):
+            args = {"at": "+2s", "message": "x", "deliver_to": deliver_to, "session": session}
+            with pytest.raises(ToolError, match="only the owner may schedule into another chat"):
+                await tool.run({"action": "add", **args}, theirs)
+    await tool.run({"action": "add", "at": "+1h", "message": "mine", "session": "chat"}, theirs)
+    jobs = {job.message: job for job in await CronJobs(store).all()}
+    owners, mine = jobs["owner's"], jobs["mine"]
+    assert decode_chat(mine.deliver_to) == other and mine.session_mode == "chat"
+    listed = (await tool.run({"action": "list"}, theirs)).content
+    assert "mine" in listed and "owner's" not in listed
+    with pytest.raises(ToolError, match="no cron job with id"):
+        await tool.run({"action": "remove", "id": owners.id}, theirs)
+    assert len((await tool.run({"action": "list"}, ctx())).content.splitlines()) == 2
 
 
 @pytest.mark.parametrize(

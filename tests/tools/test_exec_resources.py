@@ -302,3 +302,39 @@ def test_a_delegated_cgroup_v2_gives_each_command_its_own(shared_ws: Path) -> No
     assert "OTHER '[exit code 0]\\nother-ok\\n'" in done.stdout, done.stdout
     assert "limit of 40 processes" in done.stdout and "ready 3 of 3" not in done.stdout
     assert "memory limit (256 MB for all its processes together)" in done.stdout
+
+
+_FILL_TMP = """
+import asyncio, sys
+from pathlib import Path
+from agents.tools.base import ToolContext
+from agents.tools.exec import ExecTool
+from agents.tools.sandbox import Limits, select_sandbox
+
+async def main() -> None:
+    tool = ExecTool(sandbox=select_sandbox("bwrap", limits=Limits(tmp_mb=64)))
+    command = (
+        "for n in 1 2 3; do dd if=/dev/zero of=/tmp/fill$n bs=1M count=100 2>&1 | tail -1; done; "
+        "df -k /tmp | tail -1"
+    )
+    done = await tool.run({"command": command}, ToolContext(workspace=Path(sys.argv[1]), session_key="a"))
+    print(done.content)
+
+asyncio.run(main())
+"""
+
+
+def test_as_the_service_user_exec_tmp_is_a_sized_tmpfs(shared_ws: Path) -> None:
+    """Three 100 MB files into /tmp with `tmp_mb: 64`, Perch not root: the tmpfs is full at
+    64 MB (its pages are no process's memory: no rlimit would have stopped them)."""
+    sandbox()
+    done = run_unprivileged(
+        _FILL_TMP,
+        str(shared_ws),
+        imports=("agents.tools.base", "agents.tools.exec", "agents.tools.sandbox"),
+    )
+    assert done.returncode == 0, done.stderr
+    copied = [line for line in done.stdout.splitlines() if "copied" in line]
+    assert sum(int(line.split()[0]) for line in copied) <= 64 * MB, done.stdout  # not 300 MB
+    size_kb, used_kb = map(int, done.stdout.strip().splitlines()[-1].split()[1:3])
+    assert size_kb <= 64 * 1024 and used_kb <= 64 * 1024, done.stdout

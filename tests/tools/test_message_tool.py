@@ -68,13 +68,12 @@ async def test_message_reaches_allowed_chats_and_refuses_the_rest(
     async with running_daemon(tmp_path, fake, {"telegram": chan}, POLICY) as daemon:
         store: Store = daemon.store  # type: ignore[assignment]
         await approve(store, "telegram", "77")
-        await chan.say("tell everyone", chat_id="u5", sender="77")
-        await chan.wait_sent(4)
-        texts = await chan.wait_sent(5)
+        await chan.say("tell everyone", chat_id="42", sender="42")  # the owner
+        texts = await chan.wait_sent(5, timeout=60)
     assert texts[-1] == "done"
     delivered = {(s.chat.kind, s.chat.chat_id, s.text) for s in chan.sent[:-1]}
     assert delivered == {
-        ("dm", "u5", "to this chat"),
+        ("dm", "42", "to this chat"),
         ("dm", "42", "to the owner"),
         ("group", "g1", "to the group"),
         ("dm", "77", "to a paired user"),
@@ -82,7 +81,7 @@ async def test_message_reaches_allowed_chats_and_refuses_the_rest(
     results = [b for b in fake.requests[1]["messages"][-1]["content"]]
     sent, refused = results[:4], results[4:]
     assert [r["content"] for r in sent] == [
-        "Sent to telegram:u5.",
+        "Sent to telegram:42.",
         "Sent to telegram:42.",
         "Sent to telegram:group:g1.",
         "Sent to telegram:77.",
@@ -92,9 +91,39 @@ async def test_message_reaches_allowed_chats_and_refuses_the_rest(
         assert "is not a chat I may message" in r["content"] and "'owner'" in r["content"]
     assert "unknown or disabled channel 'slack'" in refused[2]["content"]
     assert "not a chat address" in refused[3]["content"]
-    session = str(SessionKey.dm("main", "telegram", "bot", "u5"))
+    session = str(SessionKey.dm("main", "telegram", "bot", "42"))
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert any(session in w and "telegram:999" in w for w in warnings)
+
+
+async def test_a_person_other_than_the_owner_reaches_only_their_own_chat(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    fake.queue(
+        Reply.tool_use(
+            [
+                message("to this chat"),
+                message("to the owner", "owner"),
+                message("to the owner by id", "telegram:42"),
+                message("to the group", "telegram:group:g1"),
+                message("to another paired user", "telegram:78"),
+            ]
+        ),
+        Reply.text("done"),
+    )
+    chan = MemoryChannel("telegram")
+    policy = {**POLICY, "channels.telegram.allow_from": ["42", "43"]}
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, policy) as daemon:
+        store: Store = daemon.store  # type: ignore[assignment]
+        await approve(store, "telegram", "78")
+        await chan.say("tell everyone", chat_id="43", sender="43")  # allowed, not the owner
+        texts = await chan.wait_sent(2, timeout=60)
+    assert texts[-1] == "done"
+    assert [(s.chat.chat_id, s.text) for s in chan.sent[:-1]] == [("43", "to this chat")]
+    results = fake.requests[1]["messages"][-1]["content"]
+    assert results[0]["content"] == "Sent to telegram:43."
+    for refused in results[1:]:
+        assert refused.get("is_error") and "only its own chat" in refused["content"]
 
 
 async def test_a_run_without_a_chat_must_name_its_target(
@@ -103,8 +132,12 @@ async def test_a_run_without_a_chat_must_name_its_target(
     chan = MemoryChannel("telegram")
     async with running_daemon(tmp_path, fake, {"telegram": chan}, POLICY) as daemon:
         store: Store = daemon.store  # type: ignore[assignment]
-        tool = MessageTool(ChatMessenger(daemon.config, store, Outbox(daemon.channels)))
-        ctx = ToolContext(workspace=tmp_path, session_key="agent:main:cron:daily")
+        tool = MessageTool(
+            ChatMessenger(
+                daemon.config, store, Outbox(daemon.channels), people=daemon.parts.cron.people
+            )
+        )
+        ctx = ToolContext(workspace=tmp_path, session_key="agent:main:heartbeat")
         with pytest.raises(ToolError, match="no current chat"):
             await tool.run({"text": "report"}, ctx)
         result = await tool.run({"text": "report", "to": "owner"}, ctx)
@@ -172,3 +205,11 @@ def test_owner_is_the_first_real_allow_from_id() -> None:
     owner = POLICY_UNDER_TEST.resolve("owner", None)
     assert owner == ChatRef("telegram", "bot", "dm", "42")
     assert POLICY_UNDER_TEST.verdict(owner, None) == "allow"
+
+
+def test_every_allowed_id_is_reachable_though_only_the_first_is_the_owner() -> None:
+    config = Config.model_validate({"channels": {"telegram": {"allow_from": ["42", "43", "*"]}}})
+    policy = TargetPolicy.from_config(config, {"telegram": MemoryChannel("telegram")})
+    assert policy.resolve("owner", None) == ChatRef("telegram", "bot", "dm", "42")
+    assert policy.verdict(ChatRef("telegram", "bot", "dm", "43"), None) == "allow"
+    assert policy.verdict(ChatRef("telegram", "bot", "dm", "44"), None) == "if_approved"

@@ -110,7 +110,7 @@ async def test_nothing_is_shown_or_changed_without_the_token(
         assert daemon.store is not None and await daemon.store.cron_all() == []
 
 
-async def test_wrong_tokens_are_limited_per_address_then_refused_with_429(
+async def test_wrong_tokens_are_limited_per_address_then_refused_with_429_the_right_one_never(
     tmp_path: Path, fake: FakeAnthropic, client: aiohttp.ClientSession
 ) -> None:
     async with running_daemon(tmp_path, fake, {}, dashboard_overrides()) as daemon:
@@ -123,12 +123,16 @@ async def test_wrong_tokens_are_limited_per_address_then_refused_with_429(
                 assert r.status == 401 and "not the dashboard" in await r.text()
         async with client.get(url, headers={"Authorization": "Bearer guess-5"}) as r:
             assert r.status == 401 and r.headers["WWW-Authenticate"].startswith("Bearer")
-        for attempt in ({"token": TOKEN}, {"token": "guess-6"}):  # even the right one waits
-            async with client.post(url + "login", data=attempt, headers=origin) as r:
-                assert r.status == 429 and 1 <= int(r.headers["Retry-After"]) <= 60
-        async with client.get(url, headers=BEARER) as r:
+        async with client.post(url + "login", data={"token": "guess-6"}, headers=origin) as r:
+            assert r.status == 429 and 1 <= int(r.headers["Retry-After"]) <= 60
+        async with client.get(url, headers={"Authorization": "Bearer guess-7"}) as r:
             assert r.status == 429
         assert not [c for c in client.cookie_jar if c.key == "perch_session"]
+        async with client.get(url, headers=BEARER) as r:  # the right token is never held back
+            assert r.status == 200
+        async with client.post(url + "login", data={"token": TOKEN}, headers=origin) as r:
+            assert r.status == 200 and r.url.path == "/"
+        assert [c for c in client.cookie_jar if c.key == "perch_session"]
 
 
 async def test_a_browser_session_changes_only_with_its_csrf_token_from_its_own_origin(
@@ -341,3 +345,65 @@ async def _until(check: Any, timeout: float) -> None:
             if await check():
                 return
             await asyncio.sleep(0.2)
+
+
+async def test_logging_out_ends_the_session_on_the_server(
+    tmp_path: Path, fake: FakeAnthropic, client: aiohttp.ClientSession
+) -> None:
+    async with running_daemon(tmp_path, fake, {}, dashboard_overrides()) as daemon:
+        url = daemon.parts.web.url
+        csrf = await login(client, url)
+        cookie = next(c for c in client.cookie_jar if c.key == "perch_session").value
+        async with client.post(
+            url + "logout", data={"csrf": csrf}, headers={"Origin": url[:-1]}
+        ) as out:
+            assert out.status == 200 and out.url.path == "/login"
+        kept = {"Cookie": f"perch_session={cookie}"}  # the cookie, copied before
+        async with (
+            aiohttp.ClientSession() as copy,
+            copy.get(url + "pairing", headers=kept, allow_redirects=False) as again,
+        ):
+            assert again.status == 303 and again.headers["Location"].startswith("/login")
+
+
+async def _attempt(url: str, token: str, source: str) -> int:
+    connector = aiohttp.TCPConnector(local_addr=(source, 0))
+    async with (
+        aiohttp.ClientSession(connector=connector) as session,
+        session.get(
+            url + "pairing", headers={"Authorization": f"Bearer {token}"}, allow_redirects=False
+        ) as response,
+    ):
+        return response.status
+
+
+async def test_a_lockout_never_refuses_the_right_token_and_holds_every_address(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    async with running_daemon(tmp_path, fake, {}, dashboard_overrides()) as daemon:
+        url = daemon.parts.web.url
+        codes = [await _attempt(url, "wrong-token-0123456789", "127.0.0.1") for _ in range(6)]
+        assert codes == [401] * 5 + [429]
+        assert await _attempt(url, TOKEN, "127.0.0.1") == 200  # locked out, but the owner
+        codes = [await _attempt(url, f"guess-{n}-0123456789", f"127.0.0.{n}") for n in range(2, 40)]
+        assert 429 in codes and codes.count(401) <= 20  # other addresses: limited together
+        assert await _attempt(url, "one-more-guess-0123456", "127.0.0.77") == 429
+        assert await _attempt(url, TOKEN, "127.0.0.77") == 200
+
+
+async def test_no_page_shows_a_url_password_a_chat_holds(
+    tmp_path: Path, fake: FakeAnthropic, client: aiohttp.ClientSession
+) -> None:
+    chan = MemoryChannel("telegram")
+    pasted = "the db is postgresql://perch:p/ss#w0rd?x@db.example/perch"
+    fake.queue(Reply.text(f"noted: {pasted}"))
+    overrides = dashboard_overrides(**{"channels.telegram.allow_from": ["u1"]})
+    async with running_daemon(tmp_path, fake, {"telegram": chan}, overrides) as daemon:
+        await chan.say(pasted, chat_id="u1")
+        await chan.wait_sent(1, timeout=30)
+        url = daemon.parts.web.url
+        key = "agent:main:telegram:bot:dm:u1"
+        async with client.get(url + "sessions/view", params={"key": key}, headers=BEARER) as r:
+            page = await r.text()
+    assert r.status == 200 and "postgresql://perch:***@db.example/perch" in page
+    assert "p/ss" not in page and "w0rd" not in page

@@ -67,6 +67,17 @@ def test_a_session_cookie_is_ours_until_it_expires_or_the_token_changes() -> Non
     assert credentials.session_id(cookie) is None
 
 
+def test_a_logged_out_session_is_refused_though_its_cookie_is_well_made() -> None:
+    credentials = Credentials(TOKEN, Clock())
+    cookie, other = credentials.new_session(), credentials.new_session()
+    session = credentials.session_id(cookie)
+    assert session is not None
+    credentials.end_session(session)
+    assert credentials.session_id(cookie) is None
+    assert credentials.session_id(other) is not None  # another browser stays in
+    assert Credentials(TOKEN, Clock()).session_id(other) is None  # a restart: nobody is in
+
+
 def test_the_csrf_token_belongs_to_its_session() -> None:
     credentials = Credentials(TOKEN)
     one = credentials.session_id(credentials.new_session())
@@ -96,6 +107,17 @@ def test_failures_are_counted_per_address_within_the_window() -> None:
     assert limit.retry_after("10.0.0.1") == pytest.approx(30.0)
     clock.now += 30.5
     assert limit.retry_after("10.0.0.1") == 0  # the failures aged out
+
+
+def test_failures_from_many_addresses_are_limited_together() -> None:
+    clock = Clock(100.0)
+    limit = FailureLimit(limit=5, window=60.0, clock=clock, overall=20)
+    for n in range(20):
+        assert limit.retry_after(f"127.0.0.{n + 2}") == 0
+        limit.failed(f"127.0.0.{n + 2}")  # one each: no address reaches its own limit
+    assert limit.retry_after("127.0.0.99") == pytest.approx(60.0)  # a fresh one is held too
+    clock.now += 61
+    assert limit.retry_after("127.0.0.99") == 0
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,68 @@
+"""The person rule (`bot/kernel/people.py`), pure: whoever is not the channel's one owner reaches
+only their own chat, whatever the keys and ids (hypothesis); cron runs act for their maker."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.kernel.people import NOBODY, OWNER, People, person_of, private_entries
+from bot.kernel.sessions import SessionKey
+from channels.base import ChatRef
+from channels.options import ChannelPolicy
+
+IDS = st.text(st.sampled_from("abc0123:%*"), min_size=1, max_size=4)
+CHANNELS = st.sampled_from(["telegram", "slack"])
+KINDS = st.sampled_from(["dm", "group"])
+USER_IDS = st.text(st.sampled_from("abc0123:%+"), min_size=1, max_size=4)  # never "*"
+
+
+@given(CHANNELS, KINDS, IDS, st.one_of(st.none(), IDS), IDS, CHANNELS, KINDS, IDS)
+def test_only_the_owner_reaches_another_chat(
+    channel: str,
+    kind: str,
+    chat_id: str,
+    thread: str | None,
+    owner: str,
+    to_channel: str,
+    to_kind: str,
+    to_id: str,
+) -> None:
+    key = SessionKey("main", kind, channel, "bot", chat_id, thread)  # type: ignore[arg-type]
+    person = person_of(key, {channel: (owner,)})
+    target = ChatRef(to_channel, "bot", to_kind, to_id)  # type: ignore[arg-type]
+    same = (to_channel, to_kind, to_id) == (channel, kind, chat_id)
+    assert person.is_owner == (kind == "dm" and chat_id == owner)
+    assert person.may_reach(target) == (person.is_owner or same)
+    assert private_entries(person) == (() if person.is_owner else ("MEMORY.md", "memory"))
+    sub = SessionKey.sub(key, "s1")
+    assert person_of(sub, {channel: (owner,)}) == person  # a sub-agent works for its chat
+
+
+@given(st.lists(USER_IDS, min_size=1, max_size=5, unique=True), st.one_of(st.none(), USER_IDS))
+def test_the_owner_is_one_id(allow_from: list[str], explicit: str | None) -> None:
+    policy = ChannelPolicy(allow_from=["*", *allow_from], owner=explicit)
+    assert policy.owner_ids() == ((explicit,) if explicit else (allow_from[0],))
+
+
+async def test_a_cron_run_acts_for_whoever_made_its_job() -> None:
+    makers = {
+        "by-43": "agent:main:telegram:bot:dm:43",
+        "by-cli": "cli",
+        "by-old-cli": "",
+        "by-a-run": "agent:main:cron:by-43",
+    }
+
+    async def creator_of(job_id: str) -> str | None:
+        return makers.get(job_id)
+
+    people = People({"telegram": ("42",)}, creator_of)
+    someone = await people.person("agent:main:cron:by-43")
+    assert not someone.is_owner and someone.chat is not None and someone.chat.chat_id == "43"
+    assert await people.person("agent:main:cron:by-a-run") == someone
+    assert await people.person("agent:main:cron:by-cli") == OWNER
+    assert await people.person("agent:main:cron:by-old-cli") == OWNER
+    assert await people.creator("cli") == OWNER
+    assert await people.person("agent:main:cron:gone") == NOBODY
+    assert await people.person("agent:main:heartbeat") == OWNER
+    assert await people.person("not a key") == NOBODY
