@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from bot.config.embeddings import EmbeddingsConfig
+from bot.config.voice import VoiceConfig
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
@@ -201,6 +202,7 @@ class AgentConfig(StrictModel):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     recall: RecallConfig = Field(default_factory=RecallConfig)
+    voice: VoiceConfig = Field(default_factory=VoiceConfig)  # spoken replies
 
     @field_validator("timezone")
     @classmethod
