@@ -115,6 +115,18 @@ class OutboundFile:
     as_photo: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class OutboundVoice:
+    """A spoken reply for a chat: `data` is OGG/Opus audio (48 kHz, mono) lasting
+    `duration_s`; `caption` is plain text shown with it ("" for none), never longer than
+    the platform's `Capabilities.voice_caption_chars`."""
+
+    chat: ChatRef
+    data: bytes
+    duration_s: float
+    caption: str = ""
+
+
 class Refused(Exception):
     """The platform refused a file or reaction; the message says why, in the platform's words."""
 
@@ -124,6 +136,13 @@ class FileSender(Protocol):
     """A channel that can send files (see `Capabilities.max_upload_bytes`)."""
 
     async def send_file(self, out: OutboundFile) -> None: ...
+
+
+@runtime_checkable
+class VoiceSender(Protocol):
+    """A channel that can send a voice note (a spoken reply the chat plays in place)."""
+
+    async def send_voice(self, out: OutboundVoice) -> None: ...
 
 
 @runtime_checkable

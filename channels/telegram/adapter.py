@@ -34,6 +34,7 @@ from channels.base import (
     InboundHandler,
     Outbound,
     OutboundFile,
+    OutboundVoice,
     ReplyStream,
 )
 from channels.chunking import split_markdown
@@ -350,6 +351,9 @@ class TelegramChannel:
 
     async def send_file(self, out: OutboundFile) -> None:
         await self._media.send_file(out)
+
+    async def send_voice(self, out: OutboundVoice) -> None:
+        await self._media.send_voice(out)
 
     async def react(
         self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False
