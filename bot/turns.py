@@ -234,7 +234,8 @@ class TurnRunner:
             reply: TurnReply | None = None
             if channel is not None and chat is not None:
                 await stack.enter_async_context(channel.typing(chat))
-                reply = TurnReply(channel, chat, self.telemetry)
+                voice = self.media.spoken_reply(turn.run_id, channel, chat) if self.media else None
+                reply = TurnReply(channel, chat, self.telemetry, voice)
                 stack.callback(reply.close)
             try:
                 result = await self.loop.run(request, reply.on_event if reply else None)
