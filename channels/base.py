@@ -119,12 +119,14 @@ class OutboundFile:
 class OutboundVoice:
     """A spoken reply for a chat: `data` is OGG/Opus audio (48 kHz, mono) lasting
     `duration_s`; `caption` is plain text shown with it ("" for none), never longer than
-    the platform's `Capabilities.voice_caption_chars`."""
+    the platform's `Capabilities.voice_caption_chars`. `waveform` is its loudness over time
+    (at most 256 levels 0-255), for platforms that draw one."""
 
     chat: ChatRef
     data: bytes
     duration_s: float
     caption: str = ""
+    waveform: bytes = b""
 
 
 class Refused(Exception):

@@ -3,8 +3,9 @@
 
 `to_voice_note(audio)` decodes whatever a speech engine returned (WAV, MP3, Opus, FLAC ...)
 with PyAV, whose wheel carries its own FFmpeg and libopus (no system ffmpeg), and encodes it
-again. It is CPU work: call it in a thread. Audio that cannot be decoded raises
-`UnplayableAudio`.
+again, and samples its loudness as a waveform (at most 256 levels 0-255, what Discord's voice
+messages and Matrix's voice events show). It is CPU work: call it in a thread. Audio that
+cannot be decoded raises `UnplayableAudio`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from dataclasses import dataclass
 
 import av
 import av.error
+import numpy
 
 RATE = 48_000
+WAVEFORM_POINTS = 256
 
 
 class UnplayableAudio(Exception):
@@ -26,12 +29,14 @@ class UnplayableAudio(Exception):
 class VoiceNote:
     data: bytes  # OGG/Opus
     duration_s: float
+    waveform: bytes = b""  # loudness over time, at most 256 levels 0-255
 
 
 def to_voice_note(audio: bytes) -> VoiceNote:
     """`audio` (any format FFmpeg reads) as OGG/Opus, 48 kHz mono; raises `UnplayableAudio`."""
     out = io.BytesIO()
     samples = 0
+    peaks: list[int] = []
     try:
         with (
             av.open(io.BytesIO(audio), mode="r") as source,
@@ -44,10 +49,22 @@ def to_voice_note(audio: bytes) -> VoiceNote:
             for frame in [*source.decode(audio=0), None]:
                 for chunk in resampler.resample(frame):
                     samples += chunk.samples
+                    peaks.append(int(numpy.abs(chunk.to_ndarray().astype(numpy.int32)).max()))
                     target.mux(stream.encode(chunk))
             target.mux(stream.encode(None))
     except (av.error.FFmpegError, ValueError) as exc:
         raise UnplayableAudio(type(exc).__name__) from None
     if samples == 0:
         raise UnplayableAudio("no sound")
-    return VoiceNote(out.getvalue(), samples / RATE)
+    return VoiceNote(out.getvalue(), samples / RATE, waveform_of(peaks))
+
+
+def waveform_of(peaks: list[int]) -> bytes:
+    """Peaks (0-32768) as at most `WAVEFORM_POINTS` levels 0-255, each the loudest of its
+    stretch, scaled so the loudest is 255."""
+    if not peaks:
+        return b""
+    size = -(-len(peaks) // WAVEFORM_POINTS)  # peaks per point, rounded up
+    points = [max(peaks[i : i + size]) for i in range(0, len(peaks), size)]
+    top = max(points) or 1
+    return bytes(min(255, point * 255 // top) for point in points)

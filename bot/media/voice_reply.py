@@ -111,7 +111,7 @@ class SpokenReply:
         try:
             with self._telemetry.send(where):
                 await self._voice.send_voice(
-                    OutboundVoice(self._chat, note.data, note.duration_s, caption)
+                    OutboundVoice(self._chat, note.data, note.duration_s, caption, note.waveform)
                 )
         except Refused as exc:
             log.warning("%s refused a voice note, sent as text: %s", where, exc)
