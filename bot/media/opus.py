@@ -13,8 +13,6 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-import av
-import av.error
 import numpy
 
 RATE = 48_000
@@ -34,6 +32,9 @@ class VoiceNote:
 
 def to_voice_note(audio: bytes) -> VoiceNote:
     """`audio` (any format FFmpeg reads) as OGG/Opus, 48 kHz mono; raises `UnplayableAudio`."""
+    import av  # PyAV: imported at the first voice note, not with the daemon
+    import av.error
+
     out = io.BytesIO()
     samples = 0
     peaks: list[int] = []
