@@ -33,7 +33,6 @@ from channels.base import (
     ChatRef,
     Outbound,
     OutboundVoice,
-    Refused,
     ReplyStream,
     VoiceSender,
 )
@@ -101,8 +100,8 @@ class SpokenReply:
         try:
             audio = await self._engine.synthesize(words)
             note = await asyncio.to_thread(to_voice_note, audio)
-        except (SpeechFailed, UnplayableAudio) as exc:
-            log.warning("spoken reply in %s failed, sent as text: %s", where, exc)
+        except (SpeechFailed, UnplayableAudio, OSError) as exc:
+            log.warning("spoken reply in %s failed, sent as text: %s", where, exc or type(exc))
             return False
         caption = render_plain(spoken).strip()
         if utf16_len(caption) > registry.capabilities(where).voice_caption_chars:
@@ -113,8 +112,8 @@ class SpokenReply:
                 await self._voice.send_voice(
                     OutboundVoice(self._chat, note.data, note.duration_s, caption, note.waveform)
                 )
-        except Refused as exc:
-            log.warning("%s refused a voice note, sent as text: %s", where, exc)
+        except Exception as exc:  # refused, or the platform failed: the text still goes
+            log.warning("%s did not take a voice note, sent as text: %s", where, exc)
             rest = text
         if rest.strip():
             with self._telemetry.send(where):

@@ -225,3 +225,19 @@ async def test_the_local_espeak_engine_answers_a_voice_note_without_any_speech_s
         assert audio.speech_requests == []
     finally:
         await daemon.stop()
+
+
+async def test_a_refused_voice_note_leaves_the_reply_as_text(
+    tmp_path: Path, model: FakeAnthropic, tg: FakeTelegram, audio: FakeOpenAIAudio
+) -> None:
+    model.queue(Reply.text("Voice notes are off here, so text."))
+    tg.fail_next("sendVoice", 400, description="Bad Request: VOICE_MESSAGES_FORBIDDEN")
+    daemon = await started(tmp_path, model, {**telegram(tg), **voice_config(audio)})
+    try:
+        tg.voice(OGG)
+        await tg.wait_for("sendVoice", 1, timeout=20, ok_only=False)
+        await eventually(
+            lambda: tg.visible_texts() == ["Voice notes are off here, so text."], timeout=10
+        )
+    finally:
+        await daemon.stop()
