@@ -7,7 +7,7 @@ channel's credentials against its platform (the plug-in's `probe`), each enabled
 (`bot.operator.doctor_observe`), the database (opens, migrates, takes the write lock), the
 workspace files, the layout (`perch run` refuses a workspace holding the state directory, the
 config or a secret), the size of the prompt every request begins with (`doctor_prompt.py`),
-the timezone, the skills and web search (`doctor_skills.py`). No line shows a password or
+the timezone, the skills and web search (`doctor_skills.py`), spoken replies (`doctor_voice.py`). No line shows a password or
 token. Exit code 0 when everything passed, 1 otherwise, 78 when
 the config itself cannot be read.
 """
@@ -32,6 +32,7 @@ from bot.operator.doctor_models import model_checks
 from bot.operator.doctor_observe import observe_checks
 from bot.operator.doctor_prompt import prompt_check
 from bot.operator.doctor_skills import search_check, skill_checks
+from bot.operator.doctor_voice import voice_check
 from bot.store.open import open_store
 from bot.store.urls import redact_url
 from bot.workspace import bootstrap_dir
@@ -67,6 +68,7 @@ async def run_checks(config: Config) -> list[Check]:
     checks.extend(exec_checks(config))
     checks.extend(skill_checks(config))
     checks.append(await search_check(config))
+    checks.append(await voice_check(config))
     return checks
 
 
