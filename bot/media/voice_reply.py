@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 _LINK_TARGET = re.compile(r"\s*\((?:https?|mailto):[^\s)]*\)")
 _BARE_URL = re.compile(r"https?://\S+")
+_SPACES = re.compile(r"[ \t]{2,}")
 
 
 def should_speak(reply: str, heard: bool) -> bool:
@@ -66,8 +67,8 @@ def split_for_voice(text: str, max_chars: int) -> tuple[str, str]:
 def speakable(markdown: str) -> str:
     """What a speech engine reads of `markdown`: plain text, link targets and bare addresses
     left out (nobody wants a URL read aloud)."""
-    plain = _LINK_TARGET.sub("", render_plain(markdown))
-    return _BARE_URL.sub("", plain).strip()
+    plain = _BARE_URL.sub("", _LINK_TARGET.sub("", render_plain(markdown)))
+    return _SPACES.sub(" ", plain).strip()
 
 
 class SpokenReply:

@@ -60,7 +60,7 @@ def test_a_reply_is_cut_for_voice_within_max_chars_and_nothing_is_lost(
 
 def test_what_is_read_aloud_leaves_out_markup_and_addresses() -> None:
     text = "## Plan\n\n**Go** to [the shop](https://shop.example/x) or https://other.example now."
-    assert speakable(text) == "Plan\n\nGo to the shop or  now."
+    assert speakable(text) == "Plan\n\nGo to the shop or now."
 
 
 def test_voice_provider_must_name_an_openai_kind_provider_or_a_local_engine(
