@@ -122,6 +122,7 @@ class ChatMedia:
     async def settle(self, inbounds: Iterable[Inbound]) -> None:
         """Take the acknowledgement off messages whose turn has ended (once it is on)."""
         for inbound in inbounds:
+            self._heard.discard(_message_key(inbound))  # its run is over, or never came
             task = self._acks.pop(_message_key(inbound), None)
             if task is not None and await task:
                 await self._ack(inbound, remove=True)
