@@ -130,6 +130,20 @@ class OutboundFile:
     as_photo: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class OutboundVoice:
+    """A spoken reply for a chat: `data` is OGG/Opus audio (48 kHz, mono) lasting
+    `duration_s`; `caption` is plain text shown with it ("" for none), never longer than
+    the platform's `Capabilities.voice_caption_chars`. `waveform` is its loudness over time
+    (at most 256 levels 0-255), for platforms that draw one."""
+
+    chat: ChatRef
+    data: bytes
+    duration_s: float
+    caption: str = ""
+    waveform: bytes = b""
+
+
 class Refused(Exception):
     """The platform refused a file or reaction; the message says why, in the platform's words."""
 
@@ -177,6 +191,13 @@ class ChoiceSender(Protocol):
     async def answer_choice(self, chat: ChatRef, choice: Choice, note: str) -> None: ...
 
     async def settle_choice(self, chat: ChatRef, message_id: str, text: str) -> None: ...
+
+
+@runtime_checkable
+class VoiceSender(Protocol):
+    """A channel that can send a voice note (a spoken reply the chat plays in place)."""
+
+    async def send_voice(self, out: OutboundVoice) -> None: ...
 
 
 @runtime_checkable

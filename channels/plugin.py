@@ -32,7 +32,8 @@ class Capabilities:
     Signal count UTF-16 code units, so most emoji count twice). `chat_hint` is the line the
     system prompt gets about formatting when a run answers on this platform.
     `max_upload_bytes` is the largest file the bot may send (0: it cannot send files);
-    `photos` says images can go as photos rather than documents.
+    `photos` says images can go as photos rather than documents. `voice_caption_chars` is
+    the longest caption a voice note may carry (0: none; the text is sent on its own).
     """
 
     can_edit: bool = False
@@ -40,6 +41,7 @@ class Capabilities:
     can_react: bool = False
     max_upload_bytes: int = 0
     photos: bool = False
+    voice_caption_chars: int = 0
     max_len: int = 4000
     length_unit: Literal["chars", "utf16"] = "chars"
     chat_hint: str = ""

@@ -21,6 +21,7 @@ from bot.config.approvals import (
     default_tool_policy,
 )
 from bot.config.embeddings import EmbeddingsConfig
+from bot.config.voice import VoiceConfig
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
@@ -271,6 +272,7 @@ class AgentConfig(StrictModel):
     cache: CacheConfig = Field(default_factory=CacheConfig)
     recall: RecallConfig = Field(default_factory=RecallConfig)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    voice: VoiceConfig = Field(default_factory=VoiceConfig)  # spoken replies
 
     @field_validator("timezone")
     @classmethod

@@ -230,7 +230,8 @@ class TurnRunner:
             if channel is not None and chat is not None:
                 await stack.enter_async_context(channel.typing(chat))
                 after = self.config.gateway.preview_after
-                reply = TurnReply(channel, chat, self.telemetry, after)
+                voice = self.media.spoken_reply(turn.run_id, channel, chat) if self.media else None
+                reply = TurnReply(channel, chat, self.telemetry, after, voice)
                 stack.callback(reply.close)
             try:
                 result = await self.loop.run(request, reply.on_event if reply else turn.watch)

@@ -30,7 +30,9 @@ an edit (under a burst, previews doubled the platform calls that its pace allows
 A cancelled turn (`/stop`) leaves no raw text: the preview is edited to the cleaned partial
 text, or deleted when nothing of it would be shown. A silent final reply deletes its preview.
 Each text handed to the platform is one `telemetry.send(channel)` (a counted send, and a
-span of the turn's trace).
+span of the turn's trace). A final reply to be spoken (`agent.voice`) is handed, cleaned, to
+the turn's `SpokenReply` (`bot/media/voice_reply.py`); when it sends nothing, the text goes
+as usual.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from agents.loop import Event, ModelCallFinished, TextDelta, ToolProgress, ToolStarted
 from agents.model import Message
@@ -75,6 +77,12 @@ _MARKERS = ("[tool call:", "[tool result", "[historical context:", "[system mess
 # (`Sure <thi`, `Sure <think>`): whether it is structure depends on what follows.
 _TAG_TAIL = re.compile(r"<(?:[/!]?[A-Za-z][\w:-]*(?:\s[^<>\n]*)?>?|[/!]?)[ \t]*\Z")
 _WRAP = "*_~`"
+
+
+class SpokenReply(Protocol):
+    """A final reply spoken: True when it was sent (as a voice note and its text)."""
+
+    async def speak(self, text: str, stream: ReplyStream) -> bool: ...
 
 
 class DeliveryError(Exception):
@@ -298,12 +306,14 @@ class TurnReply:
         chat: ChatRef,
         telemetry: Telemetry = OFF,
         preview_after: float = 0.0,  # no preview for a reply done sooner (gateway.preview_after)
+        voice: SpokenReply | None = None,
     ) -> None:
         self.channel = channel
         self.chat = chat
         self.stream = channel.reply_stream(chat)
         self.preview = Preview(self.stream, first_after=preview_after)
         self.telemetry = telemetry
+        self.voice = voice  # set when this reply is to be spoken
 
     def close(self) -> None:
         """The turn is over, however it ended: no preview refresh runs after this."""
@@ -328,6 +338,8 @@ class TurnReply:
         A silent reply deletes the preview, where the platform can."""
         self.preview.close()
         clean = clean_reply(text)
+        if clean and self.voice is not None and await self.voice.speak(clean, self.stream):
+            return True
         await self._finish(clean)
         return bool(clean)
 

@@ -6,8 +6,9 @@ tools' protocols for the chat a run serves (what a platform can do comes from it
 here), remembers which message started each run so `react` and the acknowledgement reaction
 know their target, puts `ack_reaction` on a message when it is accepted and takes it off
 (`settle`, called by the gateway wherever an accepted message's inbox row closes: its turn
-ended in any way, or it was dropped or stopped while waiting), and holds the `MediaIntake` that turns attachments
-into turn text.
+ended in any way, or it was dropped or stopped while waiting), holds the `MediaIntake` that turns attachments
+into turn text, and answers a run aloud when `agent.voice` says so (`spoken_reply`: a run
+started by a voice note that was transcribed counts as heard; `bot/media/voice_reply.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from bot.config.schema import Config
 from bot.kernel.lanes import Pending, Turn
 from bot.kernel.routing import decode_chat
 from bot.media.intake import MediaIntake
+from bot.media.voice_reply import SpokenReply, VoiceReplies
 from bot.observe.telemetry import OFF, Telemetry
 from channels import registry
 from channels.base import (
@@ -54,10 +56,13 @@ class ChatMedia:
         self._telemetry = telemetry  # each notice and file a counted send
         self._triggers: dict[str, Inbound] = {}  # run id -> the message that started it
         self._acks: dict[tuple[str, str, str], asyncio.Future[bool]] = {}
+        self._heard: set[tuple[str, str, str]] = set()  # voice notes transcribed, not yet run
+        self._heard_runs: set[str] = set()  # runs started by one of them
         try:
             self.intake = MediaIntake.from_config(config)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        self.voice = VoiceReplies.from_config(config, telemetry)
 
     def tools(self) -> list[Tool]:
         return [SendFileTool(self), ReactTool(self)]
@@ -71,6 +76,8 @@ class ChatMedia:
         notices: list[str] = []
         for item in items:
             prepared = await self.intake.prepare(item.inbound)
+            if prepared.heard:
+                self._heard.add(_message_key(prepared.inbound))
             if prepared.notice:
                 notices.append(prepared.notice)
             else:
@@ -92,9 +99,17 @@ class ChatMedia:
     def begin(self, run_id: str, trigger: Inbound | None) -> None:
         if trigger is not None and trigger.chat.channel:
             self._triggers[run_id] = trigger
+            if _message_key(trigger) in self._heard:
+                self._heard.discard(_message_key(trigger))
+                self._heard_runs.add(run_id)
 
     def end(self, run_id: str) -> None:
         self._triggers.pop(run_id, None)
+        self._heard_runs.discard(run_id)
+
+    def spoken_reply(self, run_id: str, channel: Channel, chat: ChatRef) -> SpokenReply | None:
+        """How to speak this run's reply to `chat`, or None when it stays text."""
+        return self.voice.spoken_reply(channel, chat, run_id in self._heard_runs)
 
     # -- acknowledgement reactions --------------------------------------------------------
 
@@ -107,6 +122,7 @@ class ChatMedia:
     async def settle(self, inbounds: Iterable[Inbound]) -> None:
         """Take the acknowledgement off messages whose turn has ended (once it is on)."""
         for inbound in inbounds:
+            self._heard.discard(_message_key(inbound))  # its run is over, or never came
             task = self._acks.pop(_message_key(inbound), None)
             if task is not None and await task:
                 await self._ack(inbound, remove=True)

@@ -94,6 +94,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
 class Prepared:
     inbound: Inbound
     notice: str = ""  # a plain answer to send instead of running the model
+    heard: bool = False  # a voice note was transcribed (agent.voice.reply: auto answers aloud)
 
 
 def _megabytes(size: int) -> str:
@@ -131,11 +132,13 @@ class MediaIntake:
             return Prepared(inbound)
         parts: list[str] = [inbound.text] if inbound.text.strip() else []
         problems: list[str] = []
+        heard = False
         for attachment in inbound.attachments:
             if attachment.kind == "audio":
                 text, problem = await self._voice(attachment)
                 if text:
                     parts.append(f"[voice transcript] {text}")
+                    heard = True
                 if problem:
                     problems.append(problem)
             else:
@@ -144,7 +147,7 @@ class MediaIntake:
             return Prepared(dataclasses.replace(inbound, attachments=()), " ".join(problems))
         parts.extend(f"[voice message not understood: {p}]" for p in problems)
         text = "\n\n".join(parts)
-        return Prepared(dataclasses.replace(inbound, text=text, attachments=()))
+        return Prepared(dataclasses.replace(inbound, text=text, attachments=()), heard=heard)
 
     async def _voice(self, audio: Attachment) -> tuple[str, str]:
         """(transcript, problem): one of them empty."""

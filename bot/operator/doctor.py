@@ -8,7 +8,7 @@ channel's credentials against its platform (the plug-in's `probe`), each enabled
 workspace files, the layout (`perch run` refuses a workspace holding the state directory, the
 config or a secret), the size of the prompt every request begins with (`doctor_prompt.py`),
 the timezone, the skills and web search (`doctor_skills.py`), the webhooks' secrets and
-the API's tokens (`doctor_hub.py`). No line shows a password or
+the API's tokens (`doctor_hub.py`), spoken replies (`doctor_voice.py`). No line shows a password or
 token. Exit code 0 when everything passed, 1 otherwise, 78 when
 the config itself cannot be read.
 """
@@ -36,6 +36,7 @@ from bot.operator.doctor_models import model_checks
 from bot.operator.doctor_observe import observe_checks
 from bot.operator.doctor_prompt import prompt_check
 from bot.operator.doctor_skills import search_check, skill_checks
+from bot.operator.doctor_voice import voice_check
 from bot.store.open import open_store
 from bot.store.urls import redact_url
 from channels import registry
@@ -72,6 +73,7 @@ async def run_checks(config: Config) -> list[Check]:
     checks.extend(skill_checks(config))
     checks.append(await search_check(config))
     checks.extend(hub_checks(config))  # webhooks' secrets and targets, the API's tokens
+    checks.append(await voice_check(config))
     return checks
 
 

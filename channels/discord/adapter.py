@@ -40,6 +40,7 @@ from channels.base import (
     InboundHandler,
     Outbound,
     OutboundFile,
+    OutboundVoice,
     ReplyStream,
 )
 from channels.discord import wire
@@ -297,6 +298,9 @@ class DiscordChannel:
 
     async def settle_choice(self, chat: ChatRef, message_id: str, text: str) -> None:
         await self.choices.settle(chat, message_id, text)
+
+    async def send_voice(self, out: OutboundVoice) -> None:
+        await self.media.send_voice(out)
 
     async def react(
         self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False

@@ -5,20 +5,31 @@ PNG, GIF, WebP within `max_image_bytes`) as `Image`s, voice messages and audio f
 audio `Attachment`s (transcribed by the daemon like other voice notes), any other file as a
 file `Attachment` for the workspace inbox, each downloaded within its cap from the URL the
 message names (no token is sent with it). `send_file` uploads one file to the chat (with
-the caption as the message text); `react` adds or removes the bot's reaction: a Unicode
+the caption as the message text); `send_voice` posts a voice message (the voice flag, one
+OGG/Opus attachment with its duration and waveform, no text: Discord allows none); `react` adds or removes the bot's reaction: a Unicode
 emoji, or a custom one as `name:id`. Refusals become `Refused` with Discord's own words.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import logging
 import mimetypes
 
 import aiohttp
 import discord
+from discord.http import handle_message_parameters
 
-from channels.base import Attachment, ChatRef, Image, OutboundFile, Refused, image_too_large
+from channels.base import (
+    Attachment,
+    ChatRef,
+    Image,
+    OutboundFile,
+    OutboundVoice,
+    Refused,
+    image_too_large,
+)
 from channels.discord.delivery import DiscordDelivery, DiscordDeliveryError
 from channels.discord.options import DiscordOptions
 
@@ -110,6 +121,29 @@ class DiscordMedia:
         except DiscordDeliveryError as exc:
             raise Refused(f"Discord: {_refusal(exc)}") from None
 
+    async def send_voice(self, out: OutboundVoice) -> None:
+        """A voice message (played in place, with its waveform); `Refused` when Discord says
+        no (a channel where voice messages are not allowed, for one)."""
+        if len(out.data) > MAX_UPLOAD_BYTES:
+            raise Refused(
+                f"Discord: the voice note is over {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB"
+            )
+        delivery = self._delivery
+        try:
+            client = delivery.client()
+            channel = await delivery.target(out.chat)
+
+            async def post() -> object:
+                note = VoiceFile(out.data, out.duration_s, out.waveform)
+                flags = discord.MessageFlags(voice=True)
+                with handle_message_parameters(file=note, flags=flags) as params:
+                    return await client.http.send_message(channel.id, params=params)
+
+            async with delivery.chat_lock(out.chat):
+                await delivery.call("send a voice message to", out.chat, post)
+        except DiscordDeliveryError as exc:
+            raise Refused(f"Discord: {_refusal(exc)}") from None
+
     async def react(
         self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False
     ) -> None:
@@ -152,3 +186,18 @@ def _refusal(exc: DiscordDeliveryError) -> str:
     if isinstance(cause, discord.HTTPException):
         return cause.text or f"HTTP {cause.status}"
     return str(exc)
+
+
+class VoiceFile(discord.File):
+    """The one attachment of a voice message: OGG/Opus with `duration_secs` and `waveform`
+    (base64 of up to 256 levels), which discord.py's `File` does not carry."""
+
+    def __init__(self, data: bytes, duration_s: float, waveform: bytes) -> None:
+        super().__init__(io.BytesIO(data), filename="voice-message.ogg")
+        self.voice_fields = {
+            "duration_secs": round(duration_s, 2),
+            "waveform": base64.b64encode(waveform or bytes(1)).decode("ascii"),
+        }
+
+    def to_dict(self, index: int) -> dict[str, object]:
+        return {**super().to_dict(index), **self.voice_fields}

@@ -37,6 +37,7 @@ from channels.base import (
     InboundHandler,
     Outbound,
     OutboundFile,
+    OutboundVoice,
     ReplyStream,
 )
 from channels.matrix.delivery import MatrixDelivery, MatrixDeliveryError
@@ -265,6 +266,9 @@ class MatrixChannel:
 
     async def send_file(self, out: OutboundFile) -> None:
         await self.media.send_file(out)
+
+    async def send_voice(self, out: OutboundVoice) -> None:
+        await self.media.send_voice(out)
 
     async def react(
         self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False

@@ -19,7 +19,15 @@ from typing import Any, Literal
 import nio
 from nio.crypto.attachments import decrypt_attachment
 
-from channels.base import Attachment, ChatRef, Image, OutboundFile, Refused, image_too_large
+from channels.base import (
+    Attachment,
+    ChatRef,
+    Image,
+    OutboundFile,
+    OutboundVoice,
+    Refused,
+    image_too_large,
+)
 from channels.matrix.delivery import MatrixDelivery, MatrixDeliveryError
 from channels.matrix.options import MatrixOptions
 
@@ -95,36 +103,65 @@ class MatrixMedia:
     # -- out -------------------------------------------------------------------------------
 
     async def send_file(self, out: OutboundFile) -> None:
+        image = out.as_photo and out.media_type.startswith("image/")
+        await self._send_media(
+            out.chat, out.data, out.media_type, out.name, out.caption or out.name,
+            {"msgtype": "m.image" if image else "m.file"},
+        )  # fmt: skip
+
+    async def send_voice(self, out: OutboundVoice) -> None:
+        """A voice message (`m.audio` marked as voice, with its duration and waveform, as
+        Element sends them); the caption is its body."""
+        duration_ms = int(out.duration_s * 1000)
+        levels = [round(level * 1024 / 255) for level in out.waveform]
+        extra: dict[str, Any] = {
+            "msgtype": "m.audio",
+            "org.matrix.msc1767.audio": {"duration": duration_ms, "waveform": levels},
+            "org.matrix.msc3245.voice": {},
+        }
+        body = out.caption or "Voice message"
+        await self._send_media(
+            out.chat, out.data, "audio/ogg", "voice.ogg", body, extra, duration_ms
+        )
+
+    async def _send_media(
+        self,
+        chat: ChatRef,
+        data: bytes,
+        media_type: str,
+        name: str,
+        body: str,
+        extra: dict[str, Any],
+        duration_ms: int | None = None,
+    ) -> None:
+        """Upload `data` (encrypted in an encrypted room) and post it as `extra`'s msgtype."""
         client = self._delivery.running()
-        room_id = await self._delivery.room_for(out.chat)
+        room_id = await self._delivery.room_for(chat)
         room = client.rooms.get(room_id)
         encrypted = bool(room is not None and room.encrypted)
         uploaded, keys = await client.upload(
-            io.BytesIO(out.data),
-            content_type=out.media_type,
-            filename=out.name,
+            io.BytesIO(data),
+            content_type=media_type,
+            filename=name,
             encrypt=encrypted,
-            filesize=len(out.data),
+            filesize=len(data),
         )
         if not isinstance(uploaded, nio.UploadResponse):
             raise Refused(f"the homeserver refused the upload: {uploaded}")
-        image = out.as_photo and out.media_type.startswith("image/")
-        content: dict[str, Any] = {
-            "msgtype": "m.image" if image else "m.file",
-            "body": out.caption or out.name,
-            "filename": out.name,
-            "info": {"mimetype": out.media_type, "size": len(out.data)},
-        }
+        info: dict[str, Any] = {"mimetype": media_type, "size": len(data)}
+        if duration_ms is not None:
+            info["duration"] = duration_ms
+        content: dict[str, Any] = {**extra, "body": body, "filename": name, "info": info}
         if encrypted and keys is not None:
             content["file"] = {**keys, "url": uploaded.content_uri}
         else:
             content["url"] = uploaded.content_uri
-        if out.chat.thread_id is not None:
+        if chat.thread_id is not None:
             content["m.relates_to"] = {
                 "rel_type": "m.thread",
-                "event_id": out.chat.thread_id,
+                "event_id": chat.thread_id,
                 "is_falling_back": True,
-                "m.in_reply_to": {"event_id": out.chat.reply_to or out.chat.thread_id},
+                "m.in_reply_to": {"event_id": chat.reply_to or chat.thread_id},
             }
         try:
             await self._delivery.room_send(room_id, "m.room.message", content)

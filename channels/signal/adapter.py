@@ -40,6 +40,7 @@ from channels.base import (
     InboundHandler,
     Outbound,
     OutboundFile,
+    OutboundVoice,
     Refused,
     ReplyStream,
 )
@@ -334,6 +335,13 @@ class SignalChannel:
     async def send_file(self, out: OutboundFile) -> None:
         """An attachment (base64 in `/v2/send`), the caption as its text."""
         await self._sender.send_file(out)
+
+    async def send_voice(self, out: OutboundVoice) -> None:
+        """The voice note as an `audio/ogg` attachment (OGG/Opus plays in Signal's clients),
+        the caption as its text. signal-cli-rest-api's `/v2/send` has no voice-note flag, so
+        it shows as a playable audio attachment rather than a recorded-voice bubble."""
+        file = OutboundFile(out.chat, "voice.ogg", "audio/ogg", out.data, out.caption)
+        await self._sender.send_file(file)
 
     async def react(
         self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False

@@ -58,6 +58,7 @@ PLUGIN = ChannelPlugin(
         can_type=True,
         can_react=True,
         max_upload_bytes=100_000_000,
+        voice_caption_chars=2000,  # the attachment's text; longer ones become a text file
         max_len=4000,
         length_unit="utf16",
         chat_hint="You are replying in Signal. Bold, italic, strikethrough and monospace render; "

@@ -48,6 +48,7 @@ from channels.base import (
     InboundHandler,
     Outbound,
     OutboundFile,
+    OutboundVoice,
     ReplyStream,
 )
 from channels.reconnect import Backoff, connect_until_up
@@ -349,6 +350,13 @@ class SlackChannel:
 
     async def settle_choice(self, chat: ChatRef, message_id: str, text: str) -> None:
         await self._choices.settle(chat, message_id, text)
+
+    async def send_voice(self, out: OutboundVoice) -> None:
+        """Slack has no voice notes a bot can send: the audio goes as an OGG file (played in
+        place by Slack's clients); the text follows as a message of its own."""
+        await self._media.send_file(
+            OutboundFile(out.chat, "voice-reply.ogg", "audio/ogg", out.data, out.caption)
+        )
 
     async def react(
         self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False

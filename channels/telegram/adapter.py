@@ -37,6 +37,7 @@ from channels.base import (
     InboundHandler,
     Outbound,
     OutboundFile,
+    OutboundVoice,
     ReplyStream,
 )
 from channels.chunking import split_markdown
@@ -371,6 +372,9 @@ class TelegramChannel:
 
     async def settle_choice(self, chat: ChatRef, message_id: str, text: str) -> None:
         await self._choices.settle(chat, message_id, text)
+
+    async def send_voice(self, out: OutboundVoice) -> None:
+        await self._media.send_voice(out)
 
     async def react(
         self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False

@@ -3,7 +3,7 @@
 `TelegramMedia` reads a message's voice note, audio file or (non-image) document into an
 `Attachment`, downloading through `getFile` within `max_file_bytes` (the Bot API serves at
 most 20 MB); sends a file with `sendPhoto` (images up to 10 MB) or `sendDocument` (up to
-50 MB), in the chat's forum topic if any; and sets or clears the bot's reaction with
+50 MB), in the chat's forum topic if any; a spoken reply with `sendVoice` (OGG/Opus); and sets or clears the bot's reaction with
 `setMessageReaction`. A refusal by Telegram becomes `Refused` with Telegram's own words.
 """
 
@@ -14,7 +14,7 @@ import logging
 from telegram import InputFile, Message, ReactionTypeEmoji
 from telegram.error import TelegramError
 
-from channels.base import Attachment, ChatRef, OutboundFile, Refused
+from channels.base import Attachment, ChatRef, OutboundFile, OutboundVoice, Refused
 from channels.telegram.delivery import TelegramSender
 from channels.telegram.options import TelegramOptions
 from channels.telegram.redaction import LOGGER_NAME, SecretRedactor
@@ -112,6 +112,28 @@ class TelegramMedia:
                     ),
                     retry=False,
                 )
+        except TelegramError as exc:
+            raise Refused(f"Telegram: {self._redactor.redact(exc.message)}") from None
+
+    async def send_voice(self, out: OutboundVoice) -> None:
+        """`sendVoice` (OGG/Opus, shown as a voice note); raises `Refused` when Telegram says no."""
+        bot = self._sender.bot_app().bot
+        chat = out.chat
+        thread = int(chat.thread_id) if chat.thread_id else None
+        upload = InputFile(out.data, filename="reply.ogg")
+        try:
+            await self._sender.call(
+                "sendVoice",
+                chat.chat_id,
+                lambda: bot.send_voice(
+                    chat.chat_id,
+                    upload,
+                    duration=max(1, round(out.duration_s)),
+                    caption=out.caption or None,
+                    message_thread_id=thread,
+                ),
+                retry=False,
+            )
         except TelegramError as exc:
             raise Refused(f"Telegram: {self._redactor.redact(exc.message)}") from None
 

@@ -60,6 +60,7 @@ PLUGIN = ChannelPlugin(
         can_react=True,
         max_upload_bytes=50_000_000,
         photos=True,
+        voice_caption_chars=1024,
         max_len=4096,
         length_unit="utf16",
         chat_hint="You are replying in Telegram. Markdown works (bold, italic, code, links); "

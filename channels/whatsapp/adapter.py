@@ -33,6 +33,7 @@ from channels.base import (
     InboundHandler,
     Outbound,
     OutboundFile,
+    OutboundVoice,
     ReplyStream,
 )
 from channels.retry import RetryPolicy
@@ -226,6 +227,10 @@ class WhatsAppChannel:
     async def send_file(self, out: OutboundFile) -> None:
         """Upload the file, then send it by media id (an image as a photo when asked)."""
         await self._sender.send_file(out)
+
+    async def send_voice(self, out: OutboundVoice) -> None:
+        """A spoken reply as a voice note (no caption: the text follows as a message)."""
+        await self._sender.send_voice(out.chat.chat_id, out.data)
 
     async def react(
         self, chat: ChatRef, message_id: str, author: str, emoji: str, *, remove: bool = False

@@ -157,6 +157,15 @@ class WhatsAppSender:
             if body["type"] == "audio" and out.caption.strip():
                 await self._send_text(to, out.caption)  # audio messages carry no caption
 
+    async def send_voice(self, to: str, data: bytes) -> None:
+        """A voice note: OGG/Opus uploaded, then sent as audio (WhatsApp plays it in place)."""
+        try:
+            media_id = await self._api.upload("voice.ogg", "audio/ogg", data)
+            async with self._locks.hold(to):
+                await self._api.messages({"to": to, "type": "audio", "audio": {"id": media_id}})
+        except GraphError as exc:
+            raise Refused(f"WhatsApp refused the voice note: {exc}") from None
+
     async def react(self, to: str, message_id: str, emoji: str) -> None:
         """React to `message_id` ("" takes the bot's reaction back)."""
         try:

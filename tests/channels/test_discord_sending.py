@@ -4,13 +4,14 @@ streaming, typing, files, reactions, slash commands, and the options' checks."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
 import time
 from collections.abc import AsyncIterator
 
 import pytest
 
-from channels.base import Outbound, OutboundFile
+from channels.base import Outbound, OutboundFile, OutboundVoice
 from channels.discord.adapter import DiscordDeliveryError
 from channels.discord.options import DiscordOptions
 from channels.discord.render import render_discord
@@ -157,6 +158,22 @@ async def test_files_and_reactions(fake: FakeDiscord) -> None:
         [upload] = fake.calls_to(MESSAGES)
         assert upload.body["content"] == "here"
         assert list(upload.files.values()) == [("report.csv", b"a,b\n1,2\n")]
+
+
+async def test_a_voice_note_is_posted_as_a_discord_voice_message(fake: FakeDiscord) -> None:
+    note = b"OggS" + bytes(300)  # the bytes are passed through as they are
+    async with running(fake) as (channel, inbox):
+        await fake.dm("say it")
+        got = await inbox.get()
+        await channel.send_voice(OutboundVoice(got.chat, note, 2.5, "", bytes([0, 128, 255])))
+        [upload] = fake.calls_to(MESSAGES)
+        assert upload.body["flags"] == 1 << 13  # IS_VOICE_MESSAGE
+        assert not upload.body.get("content")  # a voice message carries no text
+        [attachment] = upload.body["attachments"]
+        assert attachment["filename"] == "voice-message.ogg"
+        assert attachment["duration_secs"] == 2.5
+        assert base64.b64decode(attachment["waveform"]) == bytes([0, 128, 255])
+        assert list(upload.files.values()) == [("voice-message.ogg", note)]
 
 
 # -- slash commands --------------------------------------------------------------------------

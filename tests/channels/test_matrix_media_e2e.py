@@ -118,3 +118,38 @@ async def test_an_encrypted_voice_message_is_decrypted_and_transcribed(
             [request] = stt.requests
             assert request.data == voice  # what the homeserver held was ciphertext
             assert "[voice transcript] call mum at six" in user_text(model.requests[-1])
+
+
+async def test_a_voice_message_is_answered_with_a_voice_message_and_its_text(
+    tmp_path: Path,
+    model: FakeAnthropic,
+    synapse_server: SynapseServer,
+    bot: MatrixUser,
+    alice: MatrixUser,
+) -> None:
+    voice = b"OggS" + bytes(range(100, 250))
+    model.queue(Reply.text("Mum, six o'clock."))
+    async with FakeOpenAIAudio() as audio:
+        audio.transcripts[voice] = "when do I call mum"
+        spoken = {**transcription_config(audio), "agent.voice": {"provider": "speech"}}
+        async with (
+            daemon(tmp_path, model, synapse_server, bot, [alice.user_id], spoken),
+            Person(synapse_server, alice, tmp_path / "alice") as person,
+        ):
+            room = await person.open_dm(bot.user_id, encrypted=False)
+            mxc = await person.upload(voice, "audio/ogg", "voice.ogg")
+            content = {
+                "msgtype": "m.audio",
+                "body": "Voice message",
+                "url": mxc,
+                "info": {"mimetype": "audio/ogg", "size": len(voice), "duration": 2000},
+                "org.matrix.msc3245.voice": {},
+            }
+            await person.client.room_send(room, "m.room.message", content)
+            await person.wait(lambda: bool(person.files) and bool(person.texts(room)))
+            [note] = person.files
+            assert note["msgtype"] == "m.audio" and "org.matrix.msc3245.voice" in note
+            assert note["info"]["mimetype"] == "audio/ogg" and note["info"]["duration"] > 0
+            assert (await person.download(note["url"])).startswith(b"OggS")
+            assert person.texts(room) == ["Mum, six o'clock."]
+        assert [r.input for r in audio.speech_requests] == ["Mum, six o'clock."]

@@ -23,7 +23,7 @@ from agents.tools.cron import CronRequest
 from bot.daemon import Daemon
 from bot.operator.cli import main
 from bot.operator.doctor import run_checks
-from channels.base import ChatRef, OutboundFile
+from channels.base import ChatRef, OutboundFile, OutboundVoice
 from channels.whatsapp.adapter import WhatsAppChannel
 from tests.fakes import whatsapp as wa
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
@@ -334,3 +334,16 @@ async def test_a_voice_note_is_downloaded_and_transcribed(
         [request] = stt.requests
         assert request.data == opus and request.filename == "voice.ogg"
     assert user_text(model.requests[-1]) == "[voice transcript] remind me to water the plants"
+
+
+async def test_a_voice_note_goes_out_as_an_audio_message_by_media_id(
+    tmp_path: Path, model: FakeAnthropic, graph: FakeGraph
+) -> None:
+    async with daemon(tmp_path, model, graph) as running:
+        channel = running.channels["whatsapp"]
+        assert isinstance(channel, WhatsAppChannel)
+        chat = ChatRef("whatsapp", wa.PHONE_NUMBER_ID, "dm", ALICE)
+        await channel.send_voice(OutboundVoice(chat, b"OggS" + b"\x00" * 64, 1.5))
+    [audio] = graph.sent(ALICE, "audio")
+    uploaded = graph.media[audio["audio"]["id"]]
+    assert uploaded.media_type == "audio/ogg" and uploaded.data.startswith(b"OggS")

@@ -278,6 +278,21 @@ class FakeTelegram:
         """The texts Telegram accepted for `method`, in order."""
         return [str(c.params.get("text")) for c in self.calls(method)]
 
+    def visible_texts(self) -> list[str]:
+        """The texts of the bot's messages as the chat shows them now: sent, edited, not
+        deleted (a streamed preview that was deleted is gone)."""
+        shown: dict[int, str] = {}
+        for call in self.sent:
+            if not call.ok:
+                continue
+            if call.method == "sendMessage":
+                shown[int(call.result["message_id"])] = call.params.get("text", "")
+            elif call.method == "editMessageText":
+                shown[int(call.params["message_id"])] = call.params.get("text", "")
+            elif call.method == "deleteMessage":
+                shown.pop(int(call.params["message_id"]), None)
+        return list(shown.values())
+
     async def wait_for(
         self, method: str, n: int = 1, timeout: float = 5.0, *, ok_only: bool = True
     ) -> list[Call]:
@@ -346,7 +361,7 @@ class FakeTelegram:
     def _record(
         self, method: str, params: dict[str, Any], status: int, body: dict[str, Any]
     ) -> web.Response:
-        self.sent.append(Call(method, params, status))
+        self.sent.append(Call(method, params, status, result=body.get("result")))
         asyncio.get_running_loop().create_task(self._notify())
         if status == 200:
             return web.json_response({"ok": True, **body})
@@ -415,6 +430,19 @@ class FakeTelegram:
         upload = params.get("document")
         name = upload.filename if isinstance(upload, Upload) else str(upload)
         message["document"] = {"file_id": f"doc-{name}", "file_unique_id": "u", "file_name": name}
+        return message
+
+    def _m_sendVoice(self, params: dict[str, Any]) -> dict[str, Any]:
+        message = self._m_sendMessage(params)
+        message.pop("text", None)
+        if "caption" in params:
+            message["caption"] = params["caption"]
+        message["voice"] = {
+            "file_id": "sent-voice",
+            "file_unique_id": "u",
+            "duration": int(params.get("duration", 1)),
+            "mime_type": "audio/ogg",
+        }
         return message
 
     def _m_sendPhoto(self, params: dict[str, Any]) -> dict[str, Any]:

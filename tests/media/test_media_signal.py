@@ -5,10 +5,12 @@ reactions through /v1/reactions (POST to add, DELETE to take back)."""
 from __future__ import annotations
 
 import base64
+import io
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import av
 import pytest
 
 from bot.daemon import Daemon
@@ -139,3 +141,35 @@ async def test_ack_reaction_is_posted_then_deleted_after_the_reply(
         assert sg.sent[-1]["message"] == "echo: hi"
     finally:
         await daemon.stop()
+
+
+async def test_a_voice_note_is_answered_with_an_ogg_opus_attachment_and_its_text(
+    tmp_path: Path, model: FakeAnthropic, sg: FakeSignal
+) -> None:
+    model.queue(Reply.text("Mum at six, noted."))
+    async with FakeOpenAIAudio() as audio:
+        overrides = {
+            **signal(sg),
+            **transcription_config(audio),
+            "agent.voice": {"provider": "speech"},
+        }
+        daemon = await started(tmp_path, model, overrides)
+        try:
+            await sg.wait_connected()
+            voice = sg.add_attachment("v1", AAC, "audio/aac")
+            voice["voiceNote"] = True
+            await sg.dm(ALICE, None, attachments=[voice])
+            await sg.wait_for(lambda: len(sg.sent) >= 1, within=20)
+            (message,) = sg.sent
+            assert message["recipients"] == [ALICE]
+            assert message["message"] == "Mum at six, noted."
+            (attachment,) = message["base64_attachments"]
+            head, _, data = attachment.partition(";base64,")
+            assert head == "data:audio/ogg;filename=voice.ogg"
+            with av.open(io.BytesIO(base64.b64decode(data))) as container:
+                stream = container.streams.audio[0]
+                assert (container.format.name, stream.codec_context.name) == ("ogg", "opus")
+                assert sum(frame.samples for frame in container.decode(stream)) > 0
+            assert [r.input for r in audio.speech_requests] == ["Mum at six, noted."]
+        finally:
+            await daemon.stop()

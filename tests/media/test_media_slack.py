@@ -4,11 +4,13 @@ reactions by emoji name (acknowledgement and the `react` tool)."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import av
 import pytest
 
 from bot.daemon import Daemon
@@ -162,3 +164,34 @@ async def test_ack_reaction_by_name_and_the_react_tool(
         assert is_error and ":name:" in content
     finally:
         await daemon.stop()
+
+
+async def test_an_audio_clip_is_answered_with_an_ogg_opus_file_then_the_text(
+    tmp_path: Path, model: FakeAnthropic, sl: FakeSlack
+) -> None:
+    model.queue(Reply.text("Your calendar is *empty*."))
+    async with FakeOpenAIAudio() as audio:
+        overrides = {
+            **slack(sl),
+            **transcription_config(audio),
+            "agent.voice": {"provider": "speech"},
+        }
+        daemon = await started(tmp_path, model, overrides)
+        try:
+            await sl.wait_connections(1)
+            clip = sl.add_file("audio_message.webm", WEBM, "audio/webm")
+            await sl.push_event(dm(sl, "", [clip]))
+            await sl.wait_for("files.completeUploadExternal", 1, timeout=20)
+            (complete,) = sl.calls_to("files.completeUploadExternal")
+            assert complete.params["channel_id"] == "D100"
+            (file_id,) = [f["id"] for f in json.loads(complete.params["files"])]
+            name, data = sl.uploads[file_id]
+            assert name == "voice-reply.ogg"
+            with av.open(io.BytesIO(data)) as container:
+                stream = container.streams.audio[0]
+                assert (container.format.name, stream.codec_context.name) == ("ogg", "opus")
+            await eventually(lambda: len(sl.calls_to("chat.postMessage")) >= 1, timeout=10)
+            assert "empty" in sl.calls_to("chat.postMessage")[-1].params["text"]
+            assert [r.input for r in audio.speech_requests] == ["Your calendar is empty."]
+        finally:
+            await daemon.stop()
