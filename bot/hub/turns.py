@@ -210,7 +210,7 @@ class TurnRunner:
             context=ToolContext(
                 workspace=self.workspace,
                 session_key=str(key),
-                private=private_entries(await self.people.person(str(key))),
+                private=private_entries(await self.people.person(str(key), _requester(turn))),
                 cancel=turn.cancel,
                 origin=origin if origin is not None else _origin(chat),
                 depth=key.depth,

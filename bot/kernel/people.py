@@ -118,11 +118,22 @@ class People:
         self.owners = owners
         self.creator_of = creator_of
 
-    async def person(self, session_key: str) -> Person:
+    async def person(self, session_key: str, sender: str | None = None) -> Person:
+        """Whom a turn of `session_key` acts for; `sender` is who wrote the message it answers,
+        where one did: on platforms whose DM is a chat of its own (Slack's `D...`, Discord's
+        DM channel) the chat id is not the person's id, so the owner is known by the sender."""
         try:
             key = SessionKey.parse(session_key)
         except ValueError:
             return NOBODY
+        root = key.root
+        if (
+            sender is not None
+            and root.kind == "dm"
+            and root.channel is not None
+            and sender in self.owners.get(root.channel, ())
+        ):
+            return Person("owner", root.chat_key)
         for _ in range(MAX_HOPS):
             root = key.root
             if root.kind != "cron" or root.job_id is None:

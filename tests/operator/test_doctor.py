@@ -62,6 +62,7 @@ async def test_all_checks_pass_against_healthy_services(tmp_path: Path) -> None:
         "prompt",
         "timezone",
         "exec",
+        "browser",
         "skills",
         "web_search",
     ]

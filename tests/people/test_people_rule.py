@@ -66,3 +66,14 @@ async def test_a_cron_run_acts_for_whoever_made_its_job() -> None:
     assert await people.person("agent:main:cron:gone") == NOBODY
     assert await people.person("agent:main:heartbeat") == OWNER
     assert await people.person("not a key") == NOBODY
+
+
+async def test_a_dm_that_is_a_chat_of_its_own_knows_its_owner_by_the_sender() -> None:
+    """Slack's and Discord's DMs have a chat id of their own (D100), not the person's id."""
+    people = People({"slack": ("UALICE",)})
+    key = "agent:main:slack:T1:dm:D100"
+    assert (await people.person(key, "UALICE")).is_owner
+    assert not (await people.person(key, "UBOB")).is_owner
+    assert not (await people.person(key)).is_owner  # no sender: the chat id decides
+    group = "agent:main:slack:T1:group:C200"
+    assert not (await people.person(group, "UALICE")).is_owner  # a group is never the owner's
