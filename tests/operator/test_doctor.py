@@ -65,6 +65,7 @@ async def test_all_checks_pass_against_healthy_services(tmp_path: Path) -> None:
         "browser",
         "skills",
         "web_search",
+        "voice",
     ]
     by_name = {c.name: c for c in checks}
     assert by_name["telegram"].detail == "bot @fakebot is reachable"
