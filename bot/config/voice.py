@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
-    from bot.config.schema import Config
+    from bot.config.providers import ProvidersConfig
 
 LOCAL_ENGINES = frozenset({"espeak"})  # provider names that need no `providers:` entry
 
@@ -43,14 +43,13 @@ class SpeechEndpoint:
     voice: str
 
 
-def speech_endpoint(config: Config) -> SpeechEndpoint | None:
+def speech_endpoint(wanted: VoiceConfig, providers: ProvidersConfig) -> SpeechEndpoint | None:
     """The OpenAI-compatible endpoint `agent.voice.provider` names; None for no provider or a
     local engine. Raises ValueError naming the key when the provider is missing or not
     `kind: openai`."""
-    wanted = config.agent.voice
     if wanted.provider is None or wanted.provider in LOCAL_ENGINES:
         return None
-    found = config.providers.get(wanted.provider)
+    found = providers.get(wanted.provider)
     if found is None:
         raise ValueError(
             f"agent.voice.provider: no provider {wanted.provider!r} under providers: (nor a "

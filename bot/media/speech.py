@@ -134,6 +134,6 @@ def speech_engine(config: Config) -> SpeechEngine | None:
         return None
     if voice.provider == "espeak":
         return EspeakSpeech(voice.voice, speed=voice.speed, timeout=voice.timeout_s)
-    endpoint = speech_endpoint(config)
+    endpoint = speech_endpoint(config.agent.voice, config.providers)
     assert endpoint is not None  # a provider that is no local engine has an endpoint
     return OpenAISpeech(endpoint, speed=voice.speed, timeout=voice.timeout_s)
