@@ -409,7 +409,9 @@ async def serve() -> None:
     await telegram.start()
     async with BenchModel() as model, FakeCollector() as collector:
         scenarios = Scenarios(telegram, model, collector)
-        soak = SoakScenario(telegram, model, telegram.sends.__getitem__, is_chat_turn, telegram.until)
+        soak = SoakScenario(
+            telegram, model, telegram.sends.__getitem__, is_chat_turn, telegram.until
+        )
         handlers: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
             "ping": scenarios.ping,
             "model": scenarios.set_model,
