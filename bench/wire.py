@@ -25,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bench.soak_wire import SoakScenario
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.otlp import FakeCollector
 from tests.fakes.telegram import FakeTelegram
@@ -79,6 +80,7 @@ class BenchTelegram(FakeTelegram):
         self.handed_at: dict[int, float] = {}
         self.replies: dict[int, list[ReplyCall]] = collections.defaultdict(list)
         self.first_send_at: dict[int, float] = {}
+        self.sends: collections.Counter[int] = collections.Counter()  # sendMessages per chat
         self.api_calls: collections.Counter[str] = collections.Counter()
         self.changed = asyncio.Event()
         self.last_update_id = 0
@@ -108,6 +110,7 @@ class BenchTelegram(FakeTelegram):
             self.replies[chat].append(ReplyCall(method, now, str(params.get("text", ""))))
             if method == "sendMessage":
                 self.first_send_at.setdefault(chat, now)
+                self.sends[chat] += 1
             self.changed.set()
         return web.json_response({"ok": True, **body})
 
@@ -406,6 +409,9 @@ async def serve() -> None:
     await telegram.start()
     async with BenchModel() as model, FakeCollector() as collector:
         scenarios = Scenarios(telegram, model, collector)
+        soak = SoakScenario(
+            telegram, model, telegram.sends.__getitem__, is_chat_turn, telegram.until
+        )
         handlers: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
             "ping": scenarios.ping,
             "model": scenarios.set_model,
@@ -414,7 +420,9 @@ async def serve() -> None:
             "burst": scenarios.burst,
             "flood": scenarios.flood,
             "spans": scenarios.spans,
+            "soak": soak.wave,
         }
+
         _answer(
             {
                 "telegram": telegram.base_url,

@@ -48,9 +48,12 @@ class Intake(Protocol):
 
 
 class TakeOver(Protocol):
-    """The inbox recovery as the cluster uses it: re-run a dead instance's messages."""
+    """The inbox recovery as the cluster uses it: re-run a dead instance's messages, and
+    forget what is older than a week once a day."""
 
     async def take_over(self) -> int: ...
+
+    async def forget_old(self) -> None: ...
 
 
 class Cluster:
@@ -144,6 +147,7 @@ class Cluster:
         await self.take_leads()
         try:
             taken = await self.recovery.take_over()
+            await self.recovery.forget_old()
         except Exception as exc:
             log.warning("could not check %s for abandoned messages: %s", self.store.location, exc)
             return

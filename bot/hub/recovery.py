@@ -4,7 +4,9 @@ Every accepted message is in the inbox before it is processed (`bot/hub/gateway.
 `recover()` re-runs the rows a crash left open within `gateway.recovery_window` (15 min) and
 asks the senders of older ones to resend; with a store shared by several instances,
 `take_over()` does the same every beat for rows whose instance died (their lease ran out).
-Closed rows and claims older than a week are forgotten.
+Closed rows and claims older than a week are forgotten: at start and then once a day
+(`prune_every`), from the same beat, so a daemon that runs for months keeps a week of them,
+not all (the soak benchmark found them kept until the next restart).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ log = logging.getLogger(__name__)
 
 LOST_NOTICE = "I restarted and lost your message from {when}; please resend it."
 FORGET_AFTER = 7 * 86400.0
+PRUNE_EVERY = 86400.0  # how often a running daemon forgets what is older than FORGET_AFTER
 
 
 class RecoveryStore(Inbox, Claims, Protocol):
@@ -47,13 +50,24 @@ class InboxRecovery:
         self.config = config
         self.store = store
         self.gateway = gateway
+        self.prune_every = PRUNE_EVERY
+        self._pruned_at: float | None = None  # monotonic; None: not yet
 
     async def recover(self) -> int:
         """Re-run what a crash left unfinished; returns how many messages were re-run."""
         rerun = await self.take_over()
+        await self.forget_old()
+        return rerun
+
+    async def forget_old(self) -> None:
+        """Forget closed inbox rows and claims older than a week, at most once per
+        `prune_every` (called at start and on every beat)."""
+        now = time.monotonic()
+        if self._pruned_at is not None and now - self._pruned_at < self.prune_every:
+            return
+        self._pruned_at = now
         await self.store.inbox_prune(time.time() - FORGET_AFTER)
         await self.store.claims_prune(time.time() - FORGET_AFTER)
-        return rerun
 
     async def take_over(self) -> int:
         """Run the inbox rows whose lease ran out (a crash; with a shared store, another

@@ -3,7 +3,10 @@
 `SessionUpkeep.after_run(session)` is called when a turn has been saved; if the session is
 due (DESIGN section 4: over 50 messages or 75% of the context window) it compacts it in the
 background, at most once at a time per session, so two concurrent group runs never compact
-one session twice. `compact_now(key)` is the `/compact` command. The summarised messages are
+one session twice. The compaction waits until the chat has been quiet for `quiet` seconds
+(1 s: no turn of that session ended meanwhile), so a user who keeps talking is not answered
+beside its requests (issue 40: turns that overlapped one took 2-3x as long); it waits at most
+`QUIET_WAIT_CAP_S`, and not at all once the context is past `URGENT_SHARE` of the window. `compact_now(key)` is the `/compact` command. The summarised messages are
 removed and the summary stored in the same transaction; messages saved meanwhile by another
 run are kept. The compaction's requests begin as the chat's own (`ChatPrefix`: the prompt
 and session facts the last turn used, the chat's tools, the history its next turn would
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Protocol
 
 from agents.cache_policy import CachePolicy
@@ -34,6 +38,10 @@ from bot.store.roles import History, Sessions, UsageLedger
 
 log = logging.getLogger(__name__)
 
+QUIET_S = 1.0  # a compaction starts once its chat has had no turn end for this long ...
+QUIET_WAIT_CAP_S = 30.0  # ... or this long after it fell due, whichever comes first
+URGENT_SHARE = 0.9  # past this share of the context window it starts at once
+
 
 class UpkeepStore(Sessions, History, UsageLedger, Protocol):
     """What compaction reads and rewrites."""
@@ -51,6 +59,7 @@ class SessionUpkeep:
         tools: ToolRegistry,  # the chat's tools: the flush offers them all
         cache: CachePolicy,  # the sessions' prompt-cache plans, shared with the turns
         people: People | None = None,  # whom a session's flush acts for (None: from config)
+        quiet: float = QUIET_S,
     ) -> None:
         self.config = config
         self.store = store
@@ -58,6 +67,8 @@ class SessionUpkeep:
         self.prompts = prompts
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._waiting: dict[str, tuple[float, SessionState]] = {}  # due: last turn's end, state
+        self.quiet = quiet
         self.models = models
         self.tools = tools
         self.cache = cache
@@ -66,11 +77,15 @@ class SessionUpkeep:
 
     async def after_run(self, session: SessionState) -> None:
         if session.key in self._busy:
+            if session.key in self._waiting:  # still talking: the compaction waits on
+                self._waiting[session.key] = (time.monotonic(), session)
             return
         if not self.compactor.policy.due(session.messages, session.context_tokens):
             return
         self._busy.add(session.key)
-        task = asyncio.create_task(self._compact_quietly(session.key, session))
+        if session.context_tokens < self.window * URGENT_SHARE and self.quiet > 0:
+            self._waiting[session.key] = (time.monotonic(), session)
+        task = asyncio.create_task(self._compact_when_quiet(session.key, session))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -98,6 +113,22 @@ class SessionUpkeep:
             task.cancel()
         if self._tasks:
             await asyncio.wait(list(self._tasks))
+
+    async def _compact_when_quiet(self, key: str, state: SessionState) -> None:
+        try:
+            cap = time.monotonic() + QUIET_WAIT_CAP_S
+            while key in self._waiting:
+                last, state = self._waiting[key]
+                wait = min(last + self.quiet, cap) - time.monotonic()
+                if wait <= 0:
+                    break
+                await asyncio.sleep(wait)
+        except asyncio.CancelledError:
+            self._busy.discard(key)
+            raise
+        finally:
+            self._waiting.pop(key, None)
+        await self._compact_quietly(key, state)
 
     async def _compact_quietly(self, key: str, state: SessionState) -> None:
         try:

@@ -1,0 +1,60 @@
+"""Compaction out of a talking user's way (issue 40): a session that falls due is compacted
+once its chat has been quiet for `SessionUpkeep.quiet` seconds, not beside the turns of a
+user who keeps writing; and it is compacted all the same once they stop."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from bot.kernel.sessions import SessionKey
+from bot.store.roles import Store
+from tests.fakes.anthropic import Reply, last_user_text
+from tests.fakes.chat import MemoryChannel
+from tests.fakes.openai import FakeOpenAI
+from tests.harness import running_daemon
+from tests.model_backends import OpenAIView
+
+QUIET_S = 3.0  # far longer than a turn here, even on a loaded machine
+
+
+def scripted(body: dict[str, Any]) -> Reply:
+    asked = last_user_text(body)
+    if asked.startswith("[Automatic compaction]"):
+        return Reply.text("- The user counted to seven.")
+    if "Automatic memory flush" in asked:
+        return Reply.text("NO_REPLY")
+    return Reply.text("echo: " + asked)
+
+
+def is_upkeep(body: dict[str, Any]) -> bool:
+    asked = last_user_text(body)
+    return asked.startswith("[Automatic compaction]") or "Automatic memory flush" in asked
+
+
+async def test_a_due_compaction_waits_until_the_user_stops_writing(tmp_path: Path) -> None:
+    chan = MemoryChannel("console", account="local")
+    overrides = {"agent.compaction": {"max_messages": 8, "keep_last": 4}}
+    async with FakeOpenAI() as server:
+        fake = OpenAIView(server)
+        fake.default = scripted
+        async with running_daemon(tmp_path, fake, {"console": chan}, overrides) as daemon:
+            assert daemon.upkeep is not None and daemon.gateway is not None
+            daemon.upkeep.quiet = QUIET_S
+            words = ["one", "two", "three", "four", "five", "six", "seven"]
+            for i, word in enumerate(words, 1):  # due from the fifth turn on
+                await chan.say(word, chat_id="owner")
+                await chan.wait_sent(i, timeout=60)  # the first turn loads the SDK
+                await asyncio.wait_for(daemon.gateway.wait_idle(), 30)
+            talking = len(fake.requests)
+            await asyncio.wait_for(daemon.upkeep.wait_idle(), QUIET_S + 20)
+            store: Store = daemon.store  # type: ignore[assignment]
+            key = str(SessionKey.dm("main", "console", "local", "owner"))
+            session = await store.session(key)
+        requests = fake.requests
+    assert not any(is_upkeep(body) for body in requests[:talking])  # none beside the turns
+    assert any(is_upkeep(body) for body in requests[talking:])  # and then it ran
+    assert session.compactions == 1
+    assert "seven" in session.summary or "counted" in session.summary
+    assert chan.texts()[-1] == "echo: seven"
