@@ -120,8 +120,8 @@ class People:
 
     async def person(self, session_key: str, sender: str | None = None) -> Person:
         """Whom a turn of `session_key` acts for; `sender` is who wrote the message it answers,
-        where one did: on platforms whose DM is a chat of its own (Slack's `D...`, Discord's
-        DM channel) the chat id is not the person's id, so the owner is known by the sender."""
+        where one did: on platforms whose DM is a chat of its own (a DM channel id, not the
+        person's id) the owner is known by the sender."""
         try:
             key = SessionKey.parse(session_key)
         except ValueError:

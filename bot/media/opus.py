@@ -1,10 +1,10 @@
-"""Audio of any format made into a voice note: OGG/Opus, 48 kHz, mono (what Telegram's
-`sendVoice`, Signal's and WhatsApp's voice notes and Discord's voice messages play).
+"""Audio of any format made into a voice note: OGG/Opus, 48 kHz, mono (what the chat
+platforms' voice notes and voice messages play).
 
 `to_voice_note(audio)` decodes whatever a speech engine returned (WAV, MP3, Opus, FLAC ...)
 with PyAV, whose wheel carries its own FFmpeg and libopus (no system ffmpeg), and encodes it
-again, and samples its loudness as a waveform (at most 256 levels 0-255, what Discord's voice
-messages and Matrix's voice events show). It is CPU work: call it in a thread. Audio that
+again, and samples its loudness as a waveform (at most 256 levels 0-255, what some
+platforms draw beside a voice message). It is CPU work: call it in a thread. Audio that
 cannot be decoded raises `UnplayableAudio`.
 """
 
