@@ -200,7 +200,7 @@ class TurnRunner:
         recalled: list[TextBlock] = []
         if self.recall is not None and mode == "full":
             words = "\n".join(b["text"] for b in user_content if b["type"] == "text")
-            recalled = await self.recall.blocks(key, session.id, words, history)
+            recalled = await self.recall.blocks(key, session.id, words, history, _requester(turn))
         request = RunRequest(
             session_key=str(key),
             system=self.prompts.build(mode, runtime),

@@ -54,10 +54,15 @@ class TurnRecall:
         self.skills = skills  # the listed skills are not recalled again
 
     async def blocks(
-        self, key: SessionKey, session_id: str, text: str, history: list[Message]
+        self,
+        key: SessionKey,
+        session_id: str,
+        text: str,
+        history: list[Message],
+        sender: str | None = None,
     ) -> list[TextBlock]:
         """The recall block for this turn (none when nothing relevant was found); never
-        raises."""
+        raises. `sender` wrote the message (see `visible_scopes`)."""
         cfg = self.config
         if not cfg.enabled or key.root.kind not in ("dm", "group") or not text.strip():
             return []
@@ -67,7 +72,7 @@ class TurnRecall:
             text,
             "\n".join(recent),
             sources=tuple(s for s in cfg.sources if s != "skills" or not listed),
-            scopes=visible_scopes(key, self.owners),
+            scopes=visible_scopes(key, self.owners, sender),
             exclude_groups=(session_id,),
             limit=cfg.max_snippets,
             min_score=cfg.min_score,

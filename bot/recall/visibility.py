@@ -46,13 +46,21 @@ def scope_of(key: SessionKey) -> str:
     return OWNER  # cron, heartbeat
 
 
-def visible_scopes(key: SessionKey, owners: Owners) -> tuple[str, ...]:
-    """The scopes a turn of session `key` may recall from."""
+def visible_scopes(key: SessionKey, owners: Owners, sender: str | None = None) -> tuple[str, ...]:
+    """The scopes a turn of session `key` may recall from; `sender` (who wrote the message)
+    knows the owner in a DM whose chat id is not the person's id (a DM channel of its own)."""
     root = key.root
     if root.kind not in ("dm", "group"):
         return (PUBLIC,)
     own = _chat_scope(root)
-    return (PUBLIC, own, OWNER) if is_owner_dm(key, owners) else (PUBLIC, own)
+    by_sender = (
+        root.kind == "dm"
+        and sender is not None
+        and root.channel is not None
+        and sender in owners.get(root.channel, ())
+    )
+    owner = is_owner_dm(key, owners) or by_sender
+    return (PUBLIC, own, OWNER) if owner else (PUBLIC, own)
 
 
 def describe(scope: str) -> str:

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from bot.kernel.people import NOBODY, OWNER, People, person_of, private_entries
 from bot.kernel.sessions import SessionKey
+from bot.recall.visibility import visible_scopes
 from channels.base import ChatRef
 from channels.options import ChannelPolicy
 
@@ -77,3 +78,13 @@ async def test_a_dm_that_is_a_chat_of_its_own_knows_its_owner_by_the_sender() ->
     assert not (await people.person(key)).is_owner  # no sender: the chat id decides
     group = "agent:main:slack:T1:group:C200"
     assert not (await people.person(group, "UALICE")).is_owner  # a group is never the owner's
+
+
+def test_the_owner_in_a_dm_channel_of_its_own_recalls_the_memory_notes() -> None:
+    key = SessionKey.parse("agent:main:slack:T1:dm:D100")
+    owners = {"slack": ("UALICE",)}
+    assert "owner" in visible_scopes(key, owners, "UALICE")
+    assert "owner" not in visible_scopes(key, owners, "UBOB")
+    assert "owner" not in visible_scopes(key, owners)
+    group = SessionKey.parse("agent:main:slack:T1:group:C200")
+    assert "owner" not in visible_scopes(group, owners, "UALICE")
