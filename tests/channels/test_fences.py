@@ -54,8 +54,17 @@ _LINE = st.one_of(
     _PROSE,
     st.text(alphabet=" `~|>-\t\r\u00a0x", max_size=10),
 )
+
+
+def _joined(lines: list[tuple[str, str]]) -> str:
+    # A named function, not a lambda: hypothesis describes a lambda by parsing its source,
+    # which CPython 3.11.7's ast can fail at mid-run ("AST constructor recursion depth
+    # mismatch"), seen with the lowest hypothesis this project allows.
+    return "".join(line + end for line, end in lines)
+
+
 MARKDOWNISH = st.lists(st.tuples(_LINE, st.sampled_from(["\n", "\n", "\r\n"])), max_size=24).map(
-    lambda lines: "".join(line + end for line, end in lines)
+    _joined
 ) | st.text(max_size=80)
 
 
