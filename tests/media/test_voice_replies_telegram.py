@@ -173,8 +173,8 @@ async def test_a_spoken_part_too_long_for_a_caption_follows_in_full_as_text(
         tg.voice(OGG)
         # 1,500 characters of speech are encoded on a worker thread: on a busy machine (and on
         # the lowest PyAV) that takes a while, so the waits are long; nothing here is timed.
-        await tg.wait_for("sendVoice", 1, timeout=60)
-        await eventually(lambda: len(tg.visible_texts()) == 1, timeout=30)
+        await tg.wait_for("sendVoice", 1, timeout=40)
+        await eventually(lambda: len(tg.visible_texts()) == 1, timeout=15)
         note, params = sent_note(tg)
         assert "caption" not in params
         assert tg.visible_texts() == [reply.strip()]
