@@ -347,9 +347,7 @@ class FakeTelegram:
         if handler is None:
             return self._record(method, params, 404, {"description": "Not Found"})
         result = handler(params)
-        response = self._record(method, params, 200, {"result": result})
-        self.sent[-1].result = result
-        return response
+        return self._record(method, params, 200, {"result": result})
 
     def _take_failure(self, method: str, params: dict[str, Any]) -> _Failure | None:
         for failure in self._failures.get(method, []):
