@@ -104,6 +104,9 @@ class BrowserTool:
                     f"browser {action} refused: the page led to a private or local address "
                     "(only public hosts, and those in agent.browser.allow_private, are reached)"
                 ) from None
+            limit = self.pool.limit_hit()
+            if limit is not None:
+                raise ToolError(f"browser {action} failed: the browser ran {limit}") from None
             raise ToolError(f"browser {action} failed: {_one_line(exc)}") from None
 
     async def _act(

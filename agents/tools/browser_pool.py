@@ -7,7 +7,10 @@ at most `max_pages` tabs per session, and closes a session's context after `idle
 seconds unused and the browser itself once no session uses it. Every request of every page is
 routed through `PageFetcher` (see `browser_guard`), service workers are blocked so none can
 answer in its place, WebSockets reach public hosts only, and WebRTC sends nothing outside
-the proxy rules. Downloads land in the workspace inbox.
+the proxy rules. Downloads land in the workspace inbox. Chromium runs in its own process
+group and, where the host offers cgroups, in a cgroup of its own with `agent.exec`'s memory and
+process limits (`browser_jail`); a page that crashes (out of memory, say) leaves its tabs, and
+a browser that died is started afresh on the next action, its sessions' contexts with it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from urllib.parse import urljoin
 
 from agents.tools.base import ToolError
 from agents.tools.browser_guard import BrowserAllow, PageFetcher, check_url
+from agents.tools.browser_jail import BrowserJail, driver_pids
+from agents.tools.cgroups import CgroupHome
 from agents.tools.net_guard import FetchRefused
 from agents.workspace_files import TakenByLink, create_new
 
@@ -74,6 +79,8 @@ class BrowserSettings:
     timeout: float = 30.0
     idle_close: float = 300.0
     max_bytes: int = 20_000_000
+    memory_bytes: int = 0  # the browser's cgroup limits (agent.exec's; 0: none)
+    processes: int = 0
 
 
 @dataclass
@@ -107,8 +114,10 @@ def find_chromium(executable: str | None) -> str | None:
 class BrowserPool:
     """Lazily started; `session(key)` for a context, `forget(key)`, `aclose()` at the end."""
 
-    def __init__(self, settings: BrowserSettings) -> None:
+    def __init__(self, settings: BrowserSettings, cgroups: CgroupHome | None = None) -> None:
         self.settings = settings
+        self.jail = BrowserJail(cgroups, settings.memory_bytes, settings.processes)
+        self._driver: int | None = None
         self.allow = BrowserAllow.parse(settings.allow_private)
         self._fetcher = PageFetcher(
             self.allow, max_bytes=settings.max_bytes, timeout=settings.timeout
@@ -122,25 +131,37 @@ class BrowserPool:
     async def _start(self) -> Browser:
         if self._browser is not None and self._browser.is_connected():
             return self._browser
+        if self._browser is not None:  # it died (killed at its memory limit, say)
+            log.warning("browser: Chromium is gone (%s); starting it again", self._why_gone())
+            self._browser = None
+            self._sessions.clear()  # their contexts died with it
+            await self.jail.close()
         from playwright.async_api import async_playwright
 
         if self._playwright is None:
+            before = await asyncio.to_thread(driver_pids)
             self._playwright = await async_playwright().start()
             self._fetcher.open()
+            started = await asyncio.to_thread(driver_pids) - before
+            self._driver = min(started) if len(started) == 1 else None
         path = find_chromium(self.settings.executable)
         try:
-            self._browser = await self._playwright.chromium.launch(
-                executable_path=path,
-                headless=self.settings.headless,
-                args=list(CHROMIUM_ARGS),
-                timeout=self.settings.timeout * 1000,
-            )
+            async with self.jail.launching(self._driver):
+                self._browser = await self._playwright.chromium.launch(
+                    executable_path=path,
+                    headless=self.settings.headless,
+                    args=list(CHROMIUM_ARGS),
+                    timeout=self.settings.timeout * 1000,
+                )
         except Exception as exc:
+            await self.jail.close()
             raise ToolError(
                 f"the browser did not start ({' '.join(str(exc).split())[:300]}); set "
                 "agent.browser.executable to a Chromium binary"
             ) from None
-        log.info("browser started: %s", path or "Playwright's Chromium")
+        log.info(
+            "browser started: %s, in %s", path or "Playwright's Chromium", self.jail.describe()
+        )
         if self._reaper is None:
             self._reaper = asyncio.get_running_loop().create_task(self._close_idle())
         return self._browser
@@ -172,6 +193,26 @@ class BrowserPool:
             return
         session.pages.append(page)
         page.on("download", lambda download: self._on_download(key, session, download))
+        page.on("crash", lambda crashed: self._on_crash(session, crashed))
+
+    def _on_crash(self, session: SessionBrowser, page: Page) -> None:
+        """A crashed tab answers nothing more: it leaves the session's tabs."""
+        log.warning("browser: a page crashed (%s)", self._why_gone())
+        if page in session.pages:
+            session.pages.remove(page)
+            session.current = max(0, min(session.current, len(session.pages) - 1))
+
+    def _why_gone(self) -> str:
+        hit = self.jail.limit_hit()
+        if hit == "memory":
+            return f"out of memory: agent.exec.memory_mb is {self.settings.memory_bytes // 2**20}"
+        if hit == "processes":
+            return f"out of processes: agent.exec.max_processes is {self.settings.processes}"
+        return "no limit of Perch's was met"
+
+    def limit_hit(self) -> str | None:
+        """A sentence for the model when the browser ran into its cgroup's limits, else None."""
+        return self._why_gone() if self.jail.limit_hit() else None
 
     async def new_page(self, key: str, session: SessionBrowser) -> Page:
         if len(session.pages) >= self.settings.max_pages:
@@ -265,6 +306,7 @@ class BrowserPool:
                         browser, self._browser = self._browser, None
                         with contextlib.suppress(Exception):
                             await browser.close()
+                        await self.jail.close()
                         log.info("browser closed: idle")
 
     def open_sessions(self) -> int:
@@ -285,6 +327,7 @@ class BrowserPool:
             with contextlib.suppress(Exception):
                 await self._browser.close()
             self._browser = None
+        await self.jail.close()
         if self._playwright is not None:
             with contextlib.suppress(Exception):
                 await self._playwright.stop()

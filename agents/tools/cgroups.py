@@ -144,6 +144,12 @@ class CommandCgroup:
             finally:
                 os.close(fd)
 
+    def move(self, pid: int) -> None:
+        """Move the running process `pid` (all its threads) in; its later children are born
+        inside. OSError if the kernel refuses (a process gone, a limit already met)."""
+        for procs in self._procs:
+            _write(Path(os.fsdecode(procs)), str(pid))
+
     def pids(self) -> set[int]:
         found: set[int] = set()
         for directory in self.dirs:
@@ -217,6 +223,19 @@ class CgroupHome:
                 return None
             roots.append(place)
         return cls(1, tuple(roots))
+
+    def take_back(self, pid: int) -> None:
+        """Move process `pid` back into the daemon's own cgroup (v2: where this process is
+        now, the leaf once `prepare` made one; v1: our pids and memory cgroups)."""
+        if self.version == 1:
+            dirs: tuple[Path | None, ...] = self.roots
+        else:
+            v2 = next((m for m in _mounts() if m.fstype == "cgroup2"), None)
+            own = _own_cgroups().get("")
+            dirs = (_place(v2, own) if v2 is not None and own is not None else None,)
+        for directory in dirs:
+            if directory is not None:
+                _write(directory / "cgroup.procs", str(pid))
 
     def describe(self) -> str:
         return f"a cgroup v{self.version} per command ({', '.join(map(str, self.roots))})"

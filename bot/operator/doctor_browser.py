@@ -43,4 +43,4 @@ async def _probe(pool: BrowserPool) -> Check:
         )
     if title != "perch":
         return Check(False, "browser", f"{where} started but did not render a page")
-    return Check(True, "browser", f"Chromium {version} starts ({where})")
+    return Check(True, "browser", f"Chromium {version} starts ({where}) in {pool.jail.describe()}")

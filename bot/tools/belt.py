@@ -18,6 +18,7 @@ from agents.skills.catalog import SkillCatalog
 from agents.tools.base import Tool, ToolProvider, ToolRegistry
 from agents.tools.browser import BrowserTool
 from agents.tools.browser_pool import BrowserPool, BrowserSettings
+from agents.tools.cgroups import CgroupHome
 from agents.tools.exec import ExecTool
 from agents.tools.files import file_tools
 from agents.tools.memory import memory_tools
@@ -107,7 +108,10 @@ def browser_pool(config: Config) -> BrowserPool | None:
             timeout=cfg.timeout,
             idle_close=cfg.idle_close,
             max_bytes=cfg.max_bytes,
-        )
+            memory_bytes=config.agent.exec.memory_mb * 2**20,
+            processes=config.agent.exec.max_processes,
+        ),
+        CgroupHome.find(),
     )
 
 
