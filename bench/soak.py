@@ -25,6 +25,7 @@ import json
 import os
 import sqlite3
 import time
+import tracemalloc
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -74,6 +75,7 @@ async def soak(wire: Wire, daemon: Daemon, args: Any, db: DatabaseProbe) -> list
     await wait_idle(daemon)
     samples = [await sample(0, 0.0, db)]
     began, turn, wave = time.monotonic(), 0, 0
+    baseline: tracemalloc.Snapshot | None = None
     while turn < args.turns:
         size = min(args.wave, args.turns - turn)
         who = [users[(turn + i) % len(users)] for i in range(size)]
@@ -86,7 +88,28 @@ async def soak(wire: Wire, daemon: Daemon, args: Any, db: DatabaseProbe) -> list
             await wait_idle(daemon)
             samples.append(await sample(turn, time.monotonic() - began, db))
             print(_line(samples[-1], answer.get("model", {})), flush=True)
+            if args.tracemalloc and turn >= args.warmup:
+                baseline = _trace(baseline, args.tracemalloc)
     return samples
+
+
+def _trace(since: tracemalloc.Snapshot | None, frames: int) -> tracemalloc.Snapshot:
+    """With `--tracemalloc`: start tracing at the warm-up's sample, then print what grew
+    since it, by the allocating tracebacks (a leak's hunt, not a figure: tracing slows the
+    turns several times)."""
+    if since is None:
+        if not tracemalloc.is_tracing():
+            tracemalloc.start(frames)
+        return tracemalloc.take_snapshot()
+    gc.collect()
+    now = tracemalloc.take_snapshot()
+    for stat in now.compare_to(since, "traceback")[:12]:
+        if stat.size_diff <= 0:
+            break
+        print(f"    +{stat.size_diff / 1024:8.1f} KiB in {stat.count_diff:+} blocks", flush=True)
+        for line in stat.traceback.format(limit=frames)[-2 * frames :]:
+            print(f"      {line}", flush=True)
+    return since
 
 
 async def sample(turns: int, seconds: float, db: DatabaseProbe) -> Sample:
@@ -206,6 +229,8 @@ def main() -> None:
     p.add_argument("--sample", type=int, default=5_000, help="turns between samples")
     p.add_argument("--warmup", type=int, default=20_000, help="turns before the slope's start")
     p.add_argument("--samples", metavar="PATH", help="write every sample to PATH as JSON")
+    p.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES",
+                   help="trace allocations after warm-up and print what grew (slow)")  # fmt: skip
     args = p.parse_args()
     use_loopback()
     report, samples = asyncio.run(main_async(args))
