@@ -6,7 +6,11 @@ background, at most once at a time per session, so two concurrent group runs nev
 one session twice. The compaction waits until the chat has been quiet for `quiet` seconds
 (1 s: no turn of that session ended meanwhile), so a user who keeps talking is not answered
 beside its requests (issue 40: turns that overlapped one took 2-3x as long); it waits at most
-`QUIET_WAIT_CAP_S`, and not at all once the context is past `URGENT_SHARE` of the window. `compact_now(key)` is the `/compact` command. The summarised messages are
+`QUIET_WAIT_CAP_S`, and not at all once the context is past `URGENT_SHARE` of the window.
+At most `AT_ONCE` background compactions run together (when many sessions fall due in one
+wave, the rest wait their turn instead of each opening model connections beside the turns;
+the soak of issue 40 saw the pool's sockets grow with every wave). `compact_now(key)` is the
+`/compact` command (never queued: the user is waiting on it). The summarised messages are
 removed and the summary stored in the same transaction; messages saved meanwhile by another
 run are kept. The compaction's requests begin as the chat's own (`ChatPrefix`: the prompt
 and session facts the last turn used, the chat's tools, the history its next turn would
@@ -41,6 +45,7 @@ log = logging.getLogger(__name__)
 QUIET_S = 1.0  # a compaction starts once its chat has had no turn end for this long ...
 QUIET_WAIT_CAP_S = 30.0  # ... or this long after it fell due, whichever comes first
 URGENT_SHARE = 0.9  # past this share of the context window it starts at once
+AT_ONCE = 2  # background compactions running together; the others wait their turn
 
 
 class UpkeepStore(Sessions, History, UsageLedger, Protocol):
@@ -69,6 +74,8 @@ class SessionUpkeep:
         self._tasks: set[asyncio.Task[None]] = set()
         self._waiting: dict[str, tuple[float, SessionState]] = {}  # due: last turn's end, state
         self.quiet = quiet
+        self._slots = asyncio.Semaphore(AT_ONCE)
+        self.queued = 0  # background compactions waiting for a slot
         self.models = models
         self.tools = tools
         self.cache = cache
@@ -132,7 +139,15 @@ class SessionUpkeep:
 
     async def _compact_quietly(self, key: str, state: SessionState) -> None:
         try:
-            await self._compact(key, state)
+            self.queued += 1
+            try:
+                await self._slots.acquire()
+            finally:
+                self.queued -= 1
+            try:
+                await self._compact(key, state)
+            finally:
+                self._slots.release()
         except ModelError as exc:
             log.warning("compaction of %s failed: %s", key, exc)
         except Exception:

@@ -5,9 +5,11 @@ user who keeps writing; and it is compacted all the same once they stop."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
+from bot.hub.upkeep import AT_ONCE
 from bot.kernel.sessions import SessionKey
 from bot.store.roles import Store
 from tests.fakes.anthropic import Reply, last_user_text
@@ -15,6 +17,7 @@ from tests.fakes.chat import MemoryChannel
 from tests.fakes.openai import FakeOpenAI
 from tests.harness import running_daemon
 from tests.model_backends import OpenAIView
+from tests.waiting import eventually
 
 QUIET_S = 3.0  # far longer than a turn here, even on a loaded machine
 
@@ -58,3 +61,47 @@ async def test_a_due_compaction_waits_until_the_user_stops_writing(tmp_path: Pat
     assert session.compactions == 1
     assert "seven" in session.summary or "counted" in session.summary
     assert chan.texts()[-1] == "echo: seven"
+
+
+async def test_a_wave_of_due_sessions_compacts_a_few_at_a_time(tmp_path: Path) -> None:
+    """Five chats fall due together: AT_ONCE compactions run, the others wait their turn
+    (each would otherwise open its own model connections beside the turns), and then every
+    one of them is compacted."""
+    chan = MemoryChannel("console", account="local")
+    overrides = {"agent.compaction": {"max_messages": 8, "keep_last": 4}}
+    gate = asyncio.Event()
+    upkeep_requests = 0
+
+    def held(body: dict[str, Any]) -> Reply:
+        nonlocal upkeep_requests
+        if not is_upkeep(body):
+            return scripted(body)
+        upkeep_requests += 1
+        return dataclasses.replace(scripted(body), hold=gate)
+
+    chats = ["a", "b", "c", "d", "e"]
+    async with FakeOpenAI() as server:
+        fake = OpenAIView(server)
+        fake.default = held
+        async with running_daemon(tmp_path, fake, {"console": chan}, overrides) as daemon:
+            assert daemon.upkeep is not None and daemon.gateway is not None
+            daemon.upkeep.quiet = 0  # due means now
+            sent = 0
+            for chat in chats:
+                for word in ["one", "two", "three", "four", "five"]:  # due after the fifth
+                    await chan.say(word, chat_id=chat)
+                    sent += 1
+                    await chan.wait_sent(sent, timeout=60)
+                    await asyncio.wait_for(daemon.gateway.wait_idle(), 30)
+            upkeep = daemon.upkeep
+            await eventually(lambda: upkeep.queued == len(chats) - AT_ONCE, timeout=30)
+            assert upkeep_requests == AT_ONCE  # one request each, held; the rest queued
+            gate.set()
+            await asyncio.wait_for(upkeep.wait_idle(), 60)
+            store: Store = daemon.store  # type: ignore[assignment]
+            compactions = [
+                (await store.session(str(SessionKey.dm("main", "console", "local", c)))).compactions
+                for c in chats
+            ]
+    assert compactions == [1] * len(chats)
+    assert upkeep.queued == 0
