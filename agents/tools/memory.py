@@ -182,8 +182,11 @@ def _search(workspace: Path, terms: list[str]) -> list[_Hit]:
 
 
 class MemoryIndex(Protocol):
-    async def search_memory(self, query: str, *, session_key: str, limit: int) -> list[Recalled]:
-        """Notes and conversations matching `query` that this session may see, best first."""
+    async def search_memory(
+        self, query: str, *, session_key: str, limit: int, requester: str | None = None
+    ) -> list[Recalled]:
+        """Notes and conversations matching `query` that this session may see, best first
+        (`requester`, who wrote the message, knows the owner in a DM channel of its own)."""
 
 
 SCAN_DESCRIPTION = (
@@ -251,7 +254,9 @@ class MemorySearchTool:
 
     async def _ranked(self, query: str, limit: int, ctx: ToolContext) -> ToolResult:
         assert self.index is not None
-        found = await self.index.search_memory(query, session_key=ctx.session_key, limit=limit)
+        found = await self.index.search_memory(
+            query, session_key=ctx.session_key, limit=limit, requester=ctx.requester
+        )
         if not found:
             return ToolResult(f"Nothing in memory matches: {query.strip()}")
         lines = []

@@ -24,12 +24,19 @@ TARGET_FORMS = (
 class Messenger(Protocol):
     """Delivers text to a named target, or refuses it.
 
-    `origin` is the run's opaque chat address (`ToolContext.origin`). Returns a short
+    `origin` is the run's opaque chat address (`ToolContext.origin`), `requester` who wrote
+    the message the run answers (`ToolContext.requester`). Returns a short
     description of where the text went; raises `ToolError` saying why a target is refused.
     """
 
     async def send(
-        self, target: str, text: str, *, origin: str | None, session_key: str
+        self,
+        target: str,
+        text: str,
+        *,
+        origin: str | None,
+        session_key: str,
+        requester: str | None = None,
     ) -> str: ...
 
 
@@ -67,6 +74,10 @@ class MessageTool:
         if not isinstance(target, str):
             raise ToolError("message 'to' must be a string: " + TARGET_FORMS)
         where = await self.messenger.send(
-            target.strip() or "current", text, origin=ctx.origin, session_key=ctx.session_key
+            target.strip() or "current",
+            text,
+            origin=ctx.origin,
+            session_key=ctx.session_key,
+            requester=ctx.requester,
         )
         return ToolResult(f"Sent to {where}.")

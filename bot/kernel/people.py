@@ -112,11 +112,19 @@ def private_entries(person: Person) -> tuple[str, ...]:
 
 
 class People:
-    """`person(session_key)`: `person_of`, with cron runs traced to whoever made the job."""
+    """`person(session_key)`: `person_of`, with cron runs traced to whoever made the job.
+
+    A DM whose chat id is not the person's (a DM channel of its own) is known as the owner's
+    by its sender; once a message of the owner's was seen there, the chat is remembered as
+    theirs, so the work that runs for it without a sender (its compaction's memory flush, a
+    tool call of a run the sender is not passed to) acts for the owner too. Such a DM has
+    two members, the bot and the owner; a message from anyone else there is still judged by
+    its sender."""
 
     def __init__(self, owners: Owners, creator_of: CreatorOf | None = None) -> None:
         self.owners = owners
         self.creator_of = creator_of
+        self._owner_dms: set[tuple[str, str]] = set()  # (channel, DM chat id) seen by sender
 
     async def person(self, session_key: str, sender: str | None = None) -> Person:
         """Whom a turn of `session_key` acts for; `sender` is who wrote the message it answers,
@@ -127,13 +135,13 @@ class People:
         except ValueError:
             return NOBODY
         root = key.root
-        if (
-            sender is not None
-            and root.kind == "dm"
-            and root.channel is not None
-            and sender in self.owners.get(root.channel, ())
-        ):
-            return Person("owner", root.chat_key)
+        if root.kind == "dm" and root.channel is not None and root.chat_id is not None:
+            chat = (root.channel, root.chat_id)
+            by_sender = sender is not None and sender in self.owners.get(root.channel, ())
+            if by_sender:
+                self._owner_dms.add(chat)
+            if by_sender or (sender is None and chat in self._owner_dms):
+                return Person("owner", root.chat_key)
         for _ in range(MAX_HOPS):
             root = key.root
             if root.kind != "cron" or root.job_id is None:

@@ -304,8 +304,12 @@ class SearchIndex:
             ceiling=s.ceiling,
         )
 
-    async def search_memory(self, query: str, *, session_key: str, limit: int) -> list[Recalled]:
-        """`memory_search`: memory notes and conversations this chat may see, best first."""
+    async def search_memory(
+        self, query: str, *, session_key: str, limit: int, requester: str | None = None
+    ) -> list[Recalled]:
+        """`memory_search`: memory notes and conversations this chat may see, best first;
+        `requester` wrote the message (the owner in a DM channel of its own, see
+        `visible_scopes`)."""
         try:
             key = SessionKey.parse(session_key)
         except ValueError:
@@ -313,7 +317,7 @@ class SearchIndex:
         asked = SearchQuery.of(
             query,
             sources=("memory", "sessions"),
-            scopes=visible_scopes(key, self.owners),
+            scopes=visible_scopes(key, self.owners, requester),
             limit=limit,
             min_score=TOOL_MIN_SCORE,
         )

@@ -133,7 +133,15 @@ class ChatMessenger:
     def policy(self) -> TargetPolicy:
         return TargetPolicy.from_config(self.config, self.outbox.channels)
 
-    async def send(self, target: str, text: str, *, origin: str | None, session_key: str) -> str:
+    async def send(
+        self,
+        target: str,
+        text: str,
+        *,
+        origin: str | None,
+        session_key: str,
+        requester: str | None = None,
+    ) -> str:
         policy = self.policy()
         current = decode_chat(origin or "")
         try:
@@ -145,7 +153,7 @@ class ChatMessenger:
         if verdict == "if_approved" and await self.store.is_approved(chat.channel, chat.chat_id):
             verdict = "allow"
         where = describe(chat)
-        person = await self.people.person(session_key)
+        person = await self.people.person(session_key, requester)
         if verdict == "allow" and not person.may_reach(chat):
             log.warning(
                 "message tool in %s: %s may not reach %s", session_key, person.describe(), where

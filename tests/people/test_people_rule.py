@@ -75,9 +75,17 @@ async def test_a_dm_that_is_a_chat_of_its_own_knows_its_owner_by_the_sender() ->
     key = "agent:main:slack:T1:dm:D100"
     assert (await people.person(key, "UALICE")).is_owner
     assert not (await people.person(key, "UBOB")).is_owner
-    assert not (await people.person(key)).is_owner  # no sender: the chat id decides
     group = "agent:main:slack:T1:group:C200"
     assert not (await people.person(group, "UALICE")).is_owner  # a group is never the owner's
+    assert not (await People({"slack": ("UALICE",)}).person(key)).is_owner  # nobody seen yet
+    # Once the owner wrote there, work without a sender (the compaction's memory flush, a
+    # tool call) acts for them too; Bob's DM, and Bob in it, stay his.
+    assert (await people.person(key)).is_owner
+    assert (await people.person(key + ":thread:t9")).is_owner
+    bob = "agent:main:slack:T1:dm:D101"
+    assert not (await people.person(bob, "UBOB")).is_owner
+    assert not (await people.person(bob)).is_owner
+    assert not (await people.person(group)).is_owner
 
 
 def test_the_owner_in_a_dm_channel_of_its_own_recalls_the_memory_notes() -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from agents.tools.sandbox import SandboxUnavailable, select_sandbox
 from bot.cron.jobs import CronJobs
+from channels.base import ChatRef
 from tests.chat_replay import ChatReplay
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.prompt_cache import PromptCache
@@ -163,3 +164,23 @@ async def test_the_second_allowed_persons_exec_sees_no_memory_files(
     theirs, mine = tool_results(fake.requests[asked:])
     assert "done" in theirs and "31-17-4" not in theirs
     assert "31-17-4" in mine
+
+
+async def test_the_owner_in_a_dm_channel_of_its_own_finds_their_notes(
+    fake: FakeAnthropic, tmp_path: Path
+) -> None:
+    """Slack's DMs have a chat id of their own (D100), not the person's id: the owner is
+    known there by the sender, for recall and `memory_search` alike; the other person's own
+    DM channel (D200) still finds nothing of the owner's."""
+    async with ChatReplay(fake, tmp_path, TWO) as chat:
+        write_note(chat)
+        own, theirs = (ChatRef("telegram", "default", "dm", d) for d in ("D100", "D200"))
+        fake.default = answer_with(("memory_search", {"query": "safe combination heron"}))
+        asked = len(fake.requests)
+        await say(chat, own, "find the safe's combination", sender=OWNER)
+        await say(chat, theirs, "find the safe's combination", sender=OTHER)
+    results = tool_results(fake.requests[asked:])
+    assert len(results) == 2
+    mine, other = results
+    assert "31-17-4" in mine
+    assert "31-17-4" not in other and "memory/" not in other
