@@ -55,7 +55,7 @@ class FloodControl(BaseRateLimiter[str | None]):
         self._max_wait = max_wait
         self._chats: dict[str, float] = {}
         self._bot = 0.0
-        self._recent: deque[float] = deque(maxlen=per_second)
+        self._recent: deque[float] = deque(maxlen=max(per_second, 0))  # 0: no overall pace
 
     async def initialize(self) -> None:
         """Nothing to set up."""
@@ -77,7 +77,7 @@ class FloodControl(BaseRateLimiter[str | None]):
         """Whether a call to a chat would wait for Telegram's overall pace now (every slot of
         the coming second is taken): best-effort calls skip a turn rather than queue."""
         recent = self._recent
-        return len(recent) == recent.maxlen and recent[0] + 1.0 > time.monotonic()
+        return bool(recent) and len(recent) == recent.maxlen and recent[0] + 1.0 > time.monotonic()
 
     def hold(self, chat_id: int | str | None, seconds: float, what: str = "a call") -> None:
         """Telegram asked to wait `seconds` after `what` to `chat_id` (None: the whole bot)."""
@@ -125,8 +125,10 @@ class FloodControl(BaseRateLimiter[str | None]):
 
     async def _pace(self) -> None:
         """At most `per_second` calls to chats in any second: each takes the next free slot."""
-        now = time.monotonic()
         recent = self._recent
+        if not recent.maxlen:
+            return
+        now = time.monotonic()
         slot = now if len(recent) < (recent.maxlen or 0) else max(now, recent[0] + 1.0)
         recent.append(slot)
         if slot > now:

@@ -358,3 +358,18 @@ async def test_the_pace_is_saturated_while_every_slot_of_the_second_is_taken() -
     await control.process_request(accepted, (), {}, "sendMessage", {"chat_id": 1}, None)
     assert control.saturated()
     await eventually(lambda: not control.saturated(), 5)  # free again a second later
+
+
+async def test_without_an_overall_pace_nothing_is_kept_per_call() -> None:
+    """`per_second=0` (the benchmarks' fake Bot API has no limit) paces nothing and keeps no
+    slot per call: a huge pace instead kept one for every call, growing for as long as the
+    daemon ran."""
+    control = FloodControl(per_second=0)
+
+    async def accepted() -> bool:
+        return True
+
+    for _ in range(100):
+        await control.process_request(accepted, (), {}, "sendMessage", {"chat_id": 1}, None)
+    assert not control.saturated()
+    assert len(control._recent) == 0
