@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import gc
 import json
 import os
 import sqlite3
+import sys
 import time
 import tracemalloc
 from collections.abc import AsyncIterator, Iterator
@@ -54,6 +56,8 @@ class Sample:
     threads: int
     db_mib: float
     rows: dict[str, int]
+    python_mib: float = 0.0  # what Python's allocator holds (sys.getallocatedblocks, 64 B)
+    heap_free_mib: float = 0.0  # glibc: freed heap memory not returned to the system
 
 
 def text_for(turn: int, user: int) -> str:
@@ -119,7 +123,25 @@ async def sample(turns: int, seconds: float, db: DatabaseProbe) -> Sample:
     threads = len(os.listdir("/proc/self/task"))
     tasks = len(asyncio.all_tasks())
     size, rows = await db.measure()
-    return Sample(turns, seconds, rss, files, tasks, threads, size / 2**20, rows)
+    python, free = sys.getallocatedblocks() * 64 / 2**20, _heap_free() / 2**20
+    return Sample(turns, seconds, rss, files, tasks, threads, size / 2**20, rows, python, free)
+
+
+def _heap_free() -> int:
+    """glibc's `mallinfo2().fordblks`: free bytes its arenas keep (0 off glibc)."""
+    try:
+        libc = ctypes.CDLL(None)
+        mallinfo2 = libc.mallinfo2
+    except (OSError, AttributeError):
+        return 0
+    mallinfo2.restype = _MallInfo2
+    return int(mallinfo2().fordblks)
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]  # fmt: skip
 
 
 def _status_kib(field: str) -> int:
@@ -132,7 +154,8 @@ def _status_kib(field: str) -> int:
 def _line(s: Sample, model: dict[str, int]) -> str:
     rows = ", ".join(f"{k} {v:,}" for k, v in s.rows.items())
     return (
-        f"  {s.turns:>7,} turns {s.seconds:7.0f} s  RSS {s.rss_mib:6.1f} MiB  files {s.open_files}"
+        f"  {s.turns:>7,} turns {s.seconds:7.0f} s  RSS {s.rss_mib:6.1f} MiB"
+        f" (Python {s.python_mib:.1f}, heap free {s.heap_free_mib:.1f})  files {s.open_files}"
         f"  tasks {s.tasks}  threads {s.threads}  db {s.db_mib:6.1f} MiB  ({rows}) model {model}"
     )
 
