@@ -36,6 +36,7 @@ from bot.cron.book import JobBook
 from bot.cron.scheduler import Scheduler
 from bot.hub.gateway import Gateway
 from bot.hub.upkeep import SessionUpkeep
+from bot.kernel.heap import HeapTrim
 from bot.kernel.workspace import seed_workspace
 from bot.process.hardening import make_undumpable
 from bot.process.status import write_status
@@ -64,6 +65,7 @@ class Daemon:
         self._index_task: asyncio.Task[None] | None = None
         self._stopped = False
         self._step = "starting"
+        self.heap = HeapTrim()  # freed heap memory back to the system, on the beat
 
     # The parts, for the control paths and the tests (None until built).
     @property
@@ -297,6 +299,7 @@ class Daemon:
             self.write_status()
             await parts.beacon.beat()
             await parts.cluster.tick()
+            await self.heap.tick()
             await asyncio.sleep(beat_every(self.store.lease))
 
 
