@@ -5,23 +5,20 @@ constructor; nothing is attached or set afterwards. Where two parts would need e
 the graph is cut by design: the `cron` tool writes through the `JobBook`, which the
 scheduler (built after the gateway) waits on; sub-agent results wait in the announcer's
 queue, which the gateway takes from; `/stop` from other instances is published by
-`StopRequests` and applied by the cluster's listener. The telemetry (metrics and traces,
-`bot/observe/`) comes first: the model router, the loop, turns and sends report to it. The
-dashboard (`bot/web/`, when `web.enabled`, or for webhooks and the API alone) comes last: it
-reads what the others report and changes things through the same `LiveDaemon` as the control
-socket. The daemon (`bot/daemon.py`) opens the store and the channels' adapters, calls
-`build`, then starts the parts `Parts` holds.
+`StopRequests` and applied by the cluster's listener. The telemetry (`bot/observe/`) comes
+first: the model router, the loop, turns and sends report to it. The faces come last
+(`bot/build_faces.py`: metrics, status, the control socket, the dashboard, webhooks and the
+API): they read what the others report and change things through one `DaemonControl`. The
+daemon (`bot/daemon.py`) opens the store and the adapters, calls `build`, then starts `Parts`.
 
-`build` is made of named parts. `build_shared` makes what every agent uses (the chats' media,
-the cron book, the MCP servers, the messenger, the announcer, the browser). Per agent
-(`agent:` is `main`, `agents:` the others, each seen through `config.for_agent(id)`):
-`build_brain` (model router, loop, skills, its view of the search index), `build_belt` (its
-tools, prompt and sub-agents), and `build_agent` (those with its compaction, upkeep and
-`TurnRunner`); main's runner hands a session of another agent to that agent's runner. The
-wings that drive the hub (cron, the heartbeat, the control socket) get it as the kernel's
-ports (`bot/kernel/ports.py`), never the Gateway itself. Commands that need part of the daemon
-without one running take a smaller build of the same parts: `build_chat` (`perch chat`) and
-`build_prompt` (`perch doctor`'s prompt measure).
+`build_shared` makes what every agent uses (the chats' media, the cron book, the MCP servers,
+the messenger, the announcer, the browser). Per agent (`agent:` is `main`, `agents:` the
+others, each seen through `config.for_agent(id)`): `build_brain` (model router, loop, skills,
+its view of the search index), `build_belt` (its tools, prompt and sub-agents), `build_agent`
+(those with its compaction, upkeep and `TurnRunner`); main's runner hands a session of another
+agent to that agent's runner. The wings that drive the hub (cron, the heartbeat, the control
+socket) get it as the kernel's ports (`bot/kernel/ports.py`), never the Gateway itself.
+Smaller builds of the same parts: `build_chat` (`perch chat`), `build_prompt` (doctor).
 """
 
 from __future__ import annotations
@@ -41,11 +38,10 @@ from agents.tools.base import ToolRegistry
 from agents.tools.cron import CronTool
 from agents.tools.message import MessageTool
 from bot.approvals.broker import ApprovalBroker
-from bot.cluster.instances import InstanceBeacon
+from bot.build_faces import build_faces
 from bot.cluster.receivers import Cluster
 from bot.cluster.stops import StopRequests
 from bot.config.models import build_router
-from bot.config.paths import socket_path
 from bot.config.redact import Redactor
 from bot.config.schema import Config
 from bot.cron.book import JobBook
@@ -66,11 +62,8 @@ from bot.kernel.owner import owner_ids, policies
 from bot.kernel.people import People
 from bot.kernel.ports import Outbox
 from bot.media.chat import ChatMedia
-from bot.observe.server import MetricsServer
 from bot.observe.telemetry import OFF, Telemetry, build_telemetry
-from bot.operator.control_server import ControlServer, DaemonControl
 from bot.parts import AgentParts, Belt, Brain, ChatTurn, Parts, Shared
-from bot.process.status import DaemonStatus, StatusSource
 from bot.recall.index import SearchIndex
 from bot.recall.turn_recall import TurnRecall
 from bot.recall.visibility import Owners
@@ -79,9 +72,6 @@ from bot.tools.belt import browser_pool, build_tools
 from bot.tools.mcp import McpHost
 from bot.tools.messages import ChatMessenger
 from bot.tools.skills import skill_catalog
-from bot.web.hooks import HookRoutes
-from bot.web.openai_api import OpenAIRoutes
-from bot.web.server import DashboardAddress, Routes, WebServer
 from channels.base import Channel
 
 # What the memory flush before a compaction may use.
@@ -388,31 +378,11 @@ def build(
         ],
     )
     cluster = Cluster(store, channels, config.channels, gateway, recovery)
-    metrics = None
-    if telemetry.metrics is not None:
-        metrics = MetricsServer(
-            config.metrics, telemetry.metrics, channels, cluster, gateway, store, budget
-        )
-    reporting: list[StatusSource] = [gateway, scheduler, shared.mcp, telemetry]
-    reporting += [metrics] if metrics is not None else []
-    # The dashboard's address is made first: the status reports it, the server binds it.
-    # The server also runs for webhooks or the API alone (bot/web/hooks.py, openai_api.py).
-    routes = web_routes(config, store, gateway, channels)
-    serving = config.web.enabled or bool(routes)
-    address = DashboardAddress(config.web.listen, dashboard=config.web.enabled) if serving else None
-    reporting += [address] if address is not None else []
-    status = DaemonStatus(config, channels, cluster, reporting)
-    beacon = InstanceBeacon(store, status.snapshot, instance_id)
-    live = DaemonControl(
-        config, gateway, scheduler, budget, channels, status.snapshot, gateway.commands, telemetry
-    )
-    control = ControlServer(socket_path(config), config, store, live)
-    web = None
-    if address is not None:
-        web = WebServer(
-            address, config, store, live, main.brain.skills, instance_id,
-            dashboard=config.web.enabled, routes=routes,
-        )  # fmt: skip
+    faces = build_faces(
+        config, store, instance_id, gateway=gateway, channels=channels, cluster=cluster,
+        scheduler=scheduler, budget=budget, telemetry=telemetry, mcp=shared.mcp,
+        skills=main.brain.skills,
+    )  # fmt: skip
     return Parts(
         client=main.brain.client,
         tools=main.belt.tools,
@@ -426,26 +396,14 @@ def build(
         cron=shared.cron,
         scheduler=scheduler,
         cluster=cluster,
-        status=status,
-        beacon=beacon,
-        control=control,
+        status=faces.status,
+        beacon=faces.beacon,
+        control=faces.control,
         telemetry=telemetry,
-        metrics=metrics,
-        web=web,
+        metrics=faces.metrics,
+        web=faces.web,
         index=main.index,
         browser=shared.browser,
         agents=others,
         approvals=approvals,
     )
-
-
-def web_routes(
-    config: Config, store: Store, gateway: Gateway, channels: Mapping[str, Channel]
-) -> list[Routes]:
-    """The handlers served beside the dashboard: webhooks (`hooks:`), the API (`api:`)."""
-    routes: list[Routes] = []
-    if config.hooks.enabled:
-        routes.append(HookRoutes(config.hooks, store, gateway, channels))
-    if config.api.enabled:
-        routes.append(OpenAIRoutes(config.api, config.agent_ids(), store, gateway))
-    return routes
