@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -52,6 +52,15 @@ from agents.cache_breakpoints import (
 )
 from agents.cancel import Cancelled, CancelToken
 from agents.history_inputs import cut_long_inputs
+from agents.loop_events import (
+    Event,
+    EventSink,
+    ModelCallFinished,
+    TextDelta,
+    ToolFinished,
+    ToolProgress,
+    ToolStarted,
+)
 from agents.model import (
     Block,
     Message,
@@ -93,47 +102,6 @@ MAX_ITERATIONS_NOTE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class TextDelta:
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToolStarted:
-    id: str
-    name: str
-    input: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class ToolFinished:
-    id: str
-    name: str
-    is_error: bool
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class ToolProgress:
-    """A running tool said how far it is (`fraction` 0..1 when it knows the total)."""
-
-    id: str
-    name: str
-    fraction: float | None
-    message: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ModelCallFinished:
-    """One model call is done; `text` is what it said (streamed deltas restart after this)."""
-
-    iteration: int
-    text: str
-    tool_calls: int
-
-
-Event = TextDelta | ToolStarted | ToolProgress | ToolFinished | ModelCallFinished
-EventSink = Callable[[Event], Awaitable[None]]
 RunStatus = Literal["ok", "cancelled", "error", "max_iterations"]
 
 

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, S
 from typing import Any, Literal, Protocol
 
 from agents.cancel import Cancelled
-from agents.loop import EventSink
+from agents.loop_events import EventSink
 from agents.prompt import PromptMode
 from bot.cluster.slots import SessionSlots
 from bot.config.schema import Config

@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol
 
-from agents.loop import Event, ModelCallFinished, TextDelta, ToolProgress, ToolStarted
+from agents.loop_events import Event, ModelCallFinished, TextDelta, ToolProgress, ToolStarted
 from agents.model import Message
 from agents.sanitize import (
     HEARTBEAT_TOKEN,

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agents.cancel import CancelToken
-from agents.loop import EventSink, SteerInbox
+from agents.loop import SteerInbox
+from agents.loop_events import EventSink
 from agents.model import text_block
 from channels.base import ChatRef, Inbound
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from aiohttp import web
 
-from agents.loop import EventSink
+from agents.loop_events import EventSink
 from agents.prompt import PromptMode
 from bot.kernel.sessions import SessionKey
 from channels.base import ChatRef

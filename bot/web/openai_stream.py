@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agents.loop import Event, ModelCallFinished, TextDelta
+from agents.loop_events import Event, ModelCallFinished, TextDelta
 from bot.kernel.delivery import clean_reply, preview_text
 
 

@@ -20,13 +20,10 @@ from agents.loop import (
     MAX_TOOL_CALLS,
     REFUSED_NOTE,
     AgentLoop,
-    Event,
     RunRequest,
     SteerInbox,
-    TextDelta,
-    ToolFinished,
-    ToolStarted,
 )
+from agents.loop_events import Event, TextDelta, ToolFinished, ToolStarted
 from agents.pricing import Price
 from agents.providers.anthropic import AnthropicClient
 from agents.providers.openai import OpenAIClient

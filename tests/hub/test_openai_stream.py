@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agents.loop import ModelCallFinished, TextDelta
+from agents.loop_events import ModelCallFinished, TextDelta
 from bot.web.openai_stream import StreamedText
 
 
