@@ -61,8 +61,9 @@ from bot.recall.memory_files import (
     some_stamps,
 )
 from bot.recall.visibility import Owners, describe, scope_of, visible_scopes
-from bot.store.roles import Copying, Search
+from bot.store.roles import Copying
 from bot.store.rows import decode_message
+from bot.store.search_role import Search
 from bot.store.search_rows import CANDIDATES, SearchDocument, SearchHit, SearchQuery
 from bot.store.search_text import snippet
 

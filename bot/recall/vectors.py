@@ -31,7 +31,7 @@ import numpy as np
 
 from bot.config.embeddings import EmbeddingsConfig
 from bot.recall.embedder import Embedder, EmbeddingFailed
-from bot.store.roles import Search
+from bot.store.search_role import Search
 from bot.store.search_rows import CANDIDATES, SearchDocument, SearchQuery, SearchSource
 
 log = logging.getLogger(__name__)
