@@ -37,10 +37,11 @@ from bot.config.load import parse_config
 from bot.config.schema import Config
 from bot.operator.onboard_ask import Asker, OnboardError, not_empty, one_of
 from bot.operator.onboard_files import (
-    ENV_REF,
     config_template,
     config_text,
+    earlier_secrets,
     read_env_file,
+    secret_refs,
     set_key,
     store_secrets,
     write_config,
@@ -101,7 +102,7 @@ def cmd_onboard(args: argparse.Namespace) -> int:
 def onboard(path: Path, args: argparse.Namespace, asker: Asker) -> int:
     data = config_template(path)
     answers = Answers(sets=_pairs(args.set, "--set"))
-    earlier = _earlier_secrets(path, data, args)
+    earlier = earlier_secrets(path, data, args.secrets_path)
     known = read_env_file(earlier)  # a re-run offers the earlier answers as defaults
     given = _pairs(args.env, "--env")
     if args.api_key:
@@ -228,7 +229,7 @@ class _Flow:
         pairing: bool,
     ) -> None:
         section = self.data.get("channels", {}).get(name, {})
-        refs = _secret_refs(section)
+        refs = secret_refs(section)
         while True:
             asked: set[str] = set()
             for key, variable, fallback in refs:
@@ -316,17 +317,6 @@ class _Flow:
         print("  Enter the values again (or Ctrl-C to stop; nothing is written yet).")
 
 
-def _earlier_secrets(path: Path, data: Any, args: argparse.Namespace) -> Path:
-    """The env file a re-run reads its defaults from."""
-    if args.secrets_path:
-        return Path(args.secrets_path).expanduser()
-    named = (data.get("secrets") or {}).get("env_file")
-    if named:
-        found = Path(str(named)).expanduser()
-        return found if found.is_absolute() else path.parent / found
-    return path.parent / "perch.env"
-
-
 def _choose_secrets_place(
     path: Path, args: argparse.Namespace, asker: Asker, answers: Answers, earlier: Path
 ) -> None:
@@ -354,19 +344,6 @@ def _apply(data: Any, answers: Answers) -> None:
             channels[name]["allow_from"] = [owner, *allow]
     for dotted, value in answers.sets.items():
         set_key(data, dotted, value)
-
-
-def _secret_refs(section: Any, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(dotted key, variable, its `:-` default) of each `${VAR}` value in a channel's section,
-    nested sections' too (`imap.password`)."""
-    found = []
-    for key, value in section.items():
-        if isinstance(value, dict):
-            found.extend(_secret_refs(value, f"{prefix}{key}."))
-        match = ENV_REF.fullmatch(value) if isinstance(value, str) else None
-        if match:
-            found.append((f"{prefix}{key}", match.group(1), match.group(2) or ""))
-    return found
 
 
 def _url_problem(value: str) -> str | None:

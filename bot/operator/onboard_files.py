@@ -10,6 +10,8 @@ new file and the backup keep the old file's mode (a 0600 config stays 0600) and,
 its owner and group.
 Secrets files are created with mode 0600 (and a credentials directory 0700) before anything
 is written into them; an existing env file is edited line by line, never truncated.
+`earlier_secrets` finds the env file a re-run reads its defaults from, `secret_refs` the
+`${VAR}` references of a channel's section.
 """
 
 from __future__ import annotations
@@ -210,3 +212,27 @@ def _point_at_credentials(data: Any, values: dict[str, str]) -> None:
                     data[key] = "${cred:" + match.group(1).lower() + "}"
             else:
                 _point_at_credentials(value, values)
+
+
+def earlier_secrets(path: Path, data: Any, secrets_path: str | None) -> Path:
+    """The env file a re-run reads its defaults from (`secrets_path`: `--secrets-path`)."""
+    if secrets_path:
+        return Path(secrets_path).expanduser()
+    named = (data.get("secrets") or {}).get("env_file")
+    if named:
+        found = Path(str(named)).expanduser()
+        return found if found.is_absolute() else path.parent / found
+    return path.parent / "perch.env"
+
+
+def secret_refs(section: Any, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted key, variable, its `:-` default) of each `${VAR}` value in a channel's section,
+    nested sections' too (`imap.password`)."""
+    found = []
+    for key, value in section.items():
+        if isinstance(value, dict):
+            found.extend(secret_refs(value, f"{prefix}{key}."))
+        match = ENV_REF.fullmatch(value) if isinstance(value, str) else None
+        if match:
+            found.append((f"{prefix}{key}", match.group(1), match.group(2) or ""))
+    return found
