@@ -9,7 +9,8 @@ beside its requests (issue 40: turns that overlapped one took 2-3x as long); it 
 `QUIET_WAIT_CAP_S`, and not at all once the context is past `URGENT_SHARE` of the window.
 At most `AT_ONCE` background compactions run together (when many sessions fall due in one
 wave, the rest wait their turn instead of each opening model connections beside the turns;
-the soak of issue 40 saw the pool's sockets grow with every wave). `compact_now(key)` is the
+the soak of issue 40 saw the pool's sockets grow with every wave); one whose context is past
+`URGENT_SHARE` does not wait in that queue either. `compact_now(key)` is the
 `/compact` command (never queued: the user is waiting on it). The summarised messages are
 removed and the summary stored in the same transaction; messages saved meanwhile by another
 run are kept. The compaction's requests begin as the chat's own (`ChatPrefix`: the prompt
@@ -139,6 +140,9 @@ class SessionUpkeep:
 
     async def _compact_quietly(self, key: str, state: SessionState) -> None:
         try:
+            if state.context_tokens >= self.window * URGENT_SHARE:
+                await self._compact(key, state)  # its context is nearly full: no queue
+                return
             self.queued += 1
             try:
                 await self._slots.acquire()

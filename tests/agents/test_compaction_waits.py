@@ -66,7 +66,7 @@ async def test_a_due_compaction_waits_until_the_user_stops_writing(tmp_path: Pat
 async def test_a_wave_of_due_sessions_compacts_a_few_at_a_time(tmp_path: Path) -> None:
     """Five chats fall due together: AT_ONCE compactions run, the others wait their turn
     (each would otherwise open its own model connections beside the turns), and then every
-    one of them is compacted."""
+    one of them is compacted; a chat whose context is nearly full skips that queue."""
     chan = MemoryChannel("console", account="local")
     overrides = {"agent.compaction": {"max_messages": 8, "keep_last": 4}}
     gate = asyncio.Event()
@@ -75,6 +75,8 @@ async def test_a_wave_of_due_sessions_compacts_a_few_at_a_time(tmp_path: Path) -
     def held(body: dict[str, Any]) -> Reply:
         nonlocal upkeep_requests
         if not is_upkeep(body):
+            if "nearly full" in last_user_text(body):  # the model says the prompt was huge
+                return Reply.text("noted", usage={"input_tokens": 195_000})
             return scripted(body)
         upkeep_requests += 1
         return dataclasses.replace(scripted(body), hold=gate)
@@ -96,12 +98,19 @@ async def test_a_wave_of_due_sessions_compacts_a_few_at_a_time(tmp_path: Path) -
             upkeep = daemon.upkeep
             await eventually(lambda: upkeep.queued == len(chats) - AT_ONCE, timeout=30)
             assert upkeep_requests == AT_ONCE  # one request each, held; the rest queued
+            for n in range(5):  # past 90% of the 200k window: it compacts without queueing
+                await chan.say(f"nearly full {n}", chat_id="full")
+                sent += 1
+                await chan.wait_sent(sent, timeout=60)
+                await asyncio.wait_for(daemon.gateway.wait_idle(), 30)
+            await eventually(lambda: upkeep_requests == AT_ONCE + 1, timeout=30)
+            assert upkeep.queued == len(chats) - AT_ONCE
             gate.set()
             await asyncio.wait_for(upkeep.wait_idle(), 60)
             store: Store = daemon.store  # type: ignore[assignment]
             compactions = [
                 (await store.session(str(SessionKey.dm("main", "console", "local", c)))).compactions
-                for c in chats
+                for c in [*chats, "full"]
             ]
-    assert compactions == [1] * len(chats)
+    assert compactions == [1] * (len(chats) + 1)
     assert upkeep.queued == 0
