@@ -8,7 +8,9 @@ history that compacts about every 25 turns. Mixed in: tool calls (`[tool]`, 1 tu
 requests the API refuses for good (`[reject]`, 1 in 97), a failed `getUpdates` (502, a
 platform drop) every 10th wave, and `[cron]` jobs added in the first wave.
 
-Every `--sample` turns it records the RSS (after a `gc.collect()`), open files, asyncio tasks,
+Every `--sample` turns, once the turns and the compactions they queued are done, it records
+the RSS (after a `gc.collect()`; with what Python's allocator holds and glibc's free heap),
+open files (sockets apart: the HTTP and store pools' connections), asyncio tasks,
 threads, the database's size and its tables' rows, then reports the growth after warm-up:
 between the first sample at or past `--warmup` turns (20,000) and the last. Targets: RSS
 growth <= 10 MiB and 0 open files; the database's growth next to the rows it keeps.
@@ -51,11 +53,12 @@ class Sample:
     turns: int
     seconds: float
     rss_mib: float
-    open_files: int
+    open_files: int  # files on disk and pipes: the database, its WAL, the log ...
     tasks: int
     threads: int
     db_mib: float
     rows: dict[str, int]
+    sockets: int = 0  # connections: HTTP keep-alive pools, the store's pool
     python_mib: float = 0.0  # what Python's allocator holds (sys.getallocatedblocks, 64 B)
     heap_free_mib: float = 0.0  # glibc: freed heap memory not returned to the system
 
@@ -90,6 +93,8 @@ async def soak(wire: Wire, daemon: Daemon, args: Any, db: DatabaseProbe) -> list
         turn, wave = turn + size, wave + 1
         if turn % args.sample < size or turn == args.turns:
             await wait_idle(daemon)
+            if daemon.upkeep is not None:  # the compactions a wave queued, done too
+                await asyncio.wait_for(daemon.upkeep.wait_idle(), 300)
             samples.append(await sample(turn, time.monotonic() - began, db))
             print(_line(samples[-1], answer.get("model", {})), flush=True)
             if args.tracemalloc and turn >= args.warmup:
@@ -119,12 +124,23 @@ def _trace(since: tracemalloc.Snapshot | None, frames: int) -> tracemalloc.Snaps
 async def sample(turns: int, seconds: float, db: DatabaseProbe) -> Sample:
     gc.collect()
     rss = _status_kib("VmRSS") / 1024
-    files = len(os.listdir("/proc/self/fd")) - 1  # the listing's own descriptor left out
+    links = [_link(fd) for fd in os.listdir("/proc/self/fd")]
+    sockets = sum(link.startswith("socket:") for link in links)
+    files = len(links) - sockets - 1  # the listing's own descriptor left out
     threads = len(os.listdir("/proc/self/task"))
     tasks = len(asyncio.all_tasks())
     size, rows = await db.measure()
     python, free = sys.getallocatedblocks() * 64 / 2**20, _heap_free() / 2**20
-    return Sample(turns, seconds, rss, files, tasks, threads, size / 2**20, rows, python, free)
+    return Sample(
+        turns, seconds, rss, files, tasks, threads, size / 2**20, rows, sockets, python, free
+    )
+
+
+def _link(fd: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # the listing's own descriptor, closed by now
+        return ""
 
 
 def _heap_free() -> int:
@@ -156,6 +172,7 @@ def _line(s: Sample, model: dict[str, int]) -> str:
     return (
         f"  {s.turns:>7,} turns {s.seconds:7.0f} s  RSS {s.rss_mib:6.1f} MiB"
         f" (Python {s.python_mib:.1f}, heap free {s.heap_free_mib:.1f})  files {s.open_files}"
+        f"  sockets {s.sockets}"
         f"  tasks {s.tasks}  threads {s.threads}  db {s.db_mib:6.1f} MiB  ({rows}) model {model}"
     )
 
@@ -221,6 +238,7 @@ def summarise(report: Report, backend: str, samples: list[Sample], warmup: int) 
                target=TARGET_RSS_MIB)  # fmt: skip
     report.add(f"{backend}: open files growth, {span}", last.open_files - first.open_files,
                "files", target=TARGET_FILES + 0.5)  # fmt: skip
+    report.add(f"{backend}: sockets growth, {span}", last.sockets - first.sockets, "sockets")
     report.add(f"{backend}: asyncio tasks growth, {span}", last.tasks - first.tasks, "tasks")
     report.add(f"{backend}: threads growth, {span}", last.threads - first.threads, "threads")
     report.add(f"{backend}: database growth, {span}", last.db_mib - first.db_mib, "MiB")
