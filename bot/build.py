@@ -18,7 +18,7 @@ its view of the search index), `build_belt` (its tools, prompt and sub-agents), 
 (those with its compaction, upkeep and `TurnRunner`); main's runner hands a session of another
 agent to that agent's runner. The wings that drive the hub (cron, the heartbeat, the control
 socket) get it as the kernel's ports (`bot/kernel/ports.py`), never the Gateway itself.
-Smaller builds of the same parts: `build_chat` (`perch chat`), `build_prompt` (doctor).
+Smaller builds of the same parts are in `bot/build_lite.py` (`perch chat`, doctor).
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ from bot.config.redact import Redactor
 from bot.config.schema import Config
 from bot.cron.book import JobBook
 from bot.cron.heartbeat import Heartbeat
-from bot.cron.scheduler import Scheduler, cron_poll_every
+from bot.cron.jobs import cron_poll_every
+from bot.cron.scheduler import Scheduler
 from bot.fleet.cron_scope import AgentJobBook
 from bot.fleet.search_scope import AgentSearch
 from bot.hub.access import AccessControl
@@ -63,7 +64,7 @@ from bot.kernel.people import People
 from bot.kernel.ports import Outbox
 from bot.media.chat import ChatMedia
 from bot.observe.telemetry import OFF, Telemetry, build_telemetry
-from bot.parts import AgentParts, Belt, Brain, ChatTurn, Parts, Shared
+from bot.parts import AgentParts, Belt, Brain, Parts, Shared
 from bot.recall.index import SearchIndex
 from bot.recall.turn_recall import TurnRecall
 from bot.recall.visibility import Owners
@@ -276,22 +277,6 @@ def build_agent(
         people=people,
     )
     return AgentParts(agent.id, brain, belt, models, upkeep, runner, window)
-
-
-def build_chat(config: Config, store: Store, *, main: bool = True) -> ChatTurn:
-    """`perch chat` without a daemon: the agent's brain and workspace tools, no channels
-    (`main`: the agent is `agent:`, not one of `agents:`)."""
-    brain = build_brain(config, store, {}, main=main, several=bool(config.agents))
-    tools = build_tools(config, skills=brain.skills, index=brain.index)
-    runner = turn_runner(config, store, brain, prompt_builder(config, brain, tools), tools, {})
-    return ChatTurn(brain, Budget(config.agent.budget, store), runner)
-
-
-def build_prompt(config: Config, store: Store) -> tuple[Brain, Belt]:
-    """`perch doctor`'s prompt measure: the daemon's brain and tool belt without channels
-    (MCP servers are not started, so their tools are not counted)."""
-    brain = build_brain(config, store, {})
-    return brain, build_belt(config, store, brain, build_shared(config, store, Outbox({}), OFF))
 
 
 def build(

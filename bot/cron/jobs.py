@@ -19,10 +19,11 @@ import uuid
 from dataclasses import dataclass
 
 from agents.tools.cron import CronJobView, CronRequest, SessionMode
+from bot.cluster.instances import beat_every
 from bot.cron.schedule import Schedule, format_time, load_schedule, parse_schedule
 from bot.kernel.delivery import describe_chat
 from bot.kernel.routing import decode_chat, parse_target
-from bot.store.roles import CronStore
+from bot.store.roles import CronStore, Lifecycle
 from bot.store.rows import CronJobRow, CronRun
 from bot.store.rows import RunStatus as RunStatus
 from channels import registry
@@ -265,3 +266,9 @@ def job_view(job: CronJob) -> CronJobView:
         last_status=job.last_status,
         last_error=job.last_error,
     )
+
+
+def cron_poll_every(store: Lifecycle) -> float:
+    """How often the scheduler looks for job changes: every beat when instances share the
+    store (a job added on one is planned on all), else the single daemon's slow poll."""
+    return beat_every(store.lease) if store.shared else POLL_EVERY

@@ -35,7 +35,6 @@ from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from bot.cluster import once
-from bot.cluster.instances import beat_every
 from bot.config.schema import Config
 from bot.cron.book import JobBook
 from bot.cron.heartbeat import Heartbeat
@@ -44,7 +43,7 @@ from bot.cron.run import JobRunner, RunOutcome
 from bot.cron.schedule import format_time
 from bot.kernel.ports import Outbox, SystemTurns
 from bot.observe.telemetry import OFF, Telemetry
-from bot.store.roles import Claims, CronStore, Lifecycle, Sessions
+from bot.store.roles import Claims, CronStore, Sessions
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +51,6 @@ _EPOCH = datetime.fromtimestamp(0, UTC)
 
 RETRY_DELAYS = (60.0, 120.0, 300.0)
 MISSED_GRACE = 24 * 3600.0
-
-
-def cron_poll_every(store: Lifecycle) -> float:
-    """How often the scheduler looks for job changes: every beat when instances share the
-    store (a job added on one is planned on all), else the single daemon's slow poll."""
-    return beat_every(store.lease) if store.shared else POLL_EVERY
 
 
 class SchedulerStore(CronStore, Claims, Sessions, Protocol):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 
-from bot.build import ChatTurn, build_chat
+from bot.build_lite import build_chat
 from bot.config.errors import ConfigError
 from bot.config.layout import layout_problem
 from bot.config.load import require_api_key
@@ -23,6 +23,7 @@ from bot.kernel.workspace import seed_workspace
 from bot.operator.ops_agents import agent_problem, chat_session
 from bot.operator.ops_chat import default_chat_key, turn_reply
 from bot.operator.reply import Reply
+from bot.parts import ChatTurn
 from bot.store.open import open_store
 from bot.store.roles import Store
 from bot.store.rows import AlreadyRunning

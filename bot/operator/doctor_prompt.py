@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from agents.prompt_size import prefix_size
-from bot.build import build_prompt
+from bot.build_lite import build_prompt
 from bot.config.schema import Config
 from bot.kernel.session_facts import runtime_info
 from bot.kernel.sessions import SessionKey
