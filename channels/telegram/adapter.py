@@ -44,30 +44,16 @@ from channels.chunking import split_markdown
 from channels.formatting import utf16_len
 from channels.reconnect import Backoff, connect_until_up
 from channels.telegram.choices import TelegramChoices
-from channels.telegram.delivery import MAX_RETRY_AFTER, TelegramSender
-from channels.telegram.errors import TelegramDeliveryError, describe_error
+from channels.telegram.delivery import TelegramSender
+from channels.telegram.errors import describe_error
 from channels.telegram.inbound import TelegramReader
 from channels.telegram.media import TelegramMedia
 from channels.telegram.options import TelegramOptions
 from channels.telegram.polling import UPDATER_LOGGER, ObservedRequest, QuietFinalPoll
 from channels.telegram.redaction import LOGGER_NAME, SecretRedactor, library_loggers
 from channels.telegram.stream import TelegramReplyStream
-from channels.telegram.text import strip_bot_mentions
-from channels.telegram.webhook import SECRET_HEADER, WebhookServer
+from channels.telegram.webhook import WebhookServer
 from channels.typing import keep_typing
-
-__all__ = [
-    "MAX_RETRY_AFTER",
-    "RECONNECT_MAX_DELAY",
-    "SECRET_HEADER",
-    "START_WAIT",
-    "STOP_TIMEOUT",
-    "TelegramChannel",
-    "TelegramDeliveryError",
-    "TelegramOptions",
-    "TelegramReplyStream",
-    "strip_bot_mentions",
-]
 
 log = logging.getLogger(LOGGER_NAME)
 

@@ -18,13 +18,11 @@ from telegram import MessageEntity, User
 from channels.base import ChatRef, FinalOnlyStream, Inbound, Outbound
 from channels.chunking import split_markdown
 from channels.formatting import render_plain
-from channels.telegram.adapter import (
-    TelegramChannel,
-    TelegramDeliveryError,
-    TelegramOptions,
-    strip_bot_mentions,
-)
+from channels.telegram.adapter import TelegramChannel
+from channels.telegram.errors import TelegramDeliveryError
+from channels.telegram.options import TelegramOptions
 from channels.telegram.render import render_telegram_html
+from channels.telegram.text import strip_bot_mentions
 from tests.fakes.telegram import BOT_ID, BOT_USERNAME, FakeTelegram
 from tests.waiting import eventually
 

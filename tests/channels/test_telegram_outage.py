@@ -16,8 +16,10 @@ import pytest
 from telegram.error import RetryAfter, TimedOut
 
 from channels.base import ChatRef, Outbound
-from channels.telegram.adapter import TelegramChannel, TelegramDeliveryError, TelegramOptions
+from channels.telegram.adapter import TelegramChannel
+from channels.telegram.errors import TelegramDeliveryError
 from channels.telegram.flood import FloodControl
+from channels.telegram.options import TelegramOptions
 from channels.telegram.polling import UPDATER_LOGGER
 from channels.telegram.render import render_telegram_html
 from tests.fakes.telegram import BOT_ID, Call, FakeTelegram
