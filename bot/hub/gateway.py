@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from agents.cancel import Cancelled
@@ -30,7 +30,6 @@ from bot.hub.commands import (
     Approvals,
     BudgetGuard,
     Commands,
-    LaneInfo,
     RemoteControl,
     SessionReset,
     parse_command,
@@ -38,6 +37,7 @@ from bot.hub.commands import (
 )
 from bot.hub.group_context import GroupContext
 from bot.hub.inbox_payload import inbound_to_payload, well_formed, where
+from bot.hub.lane_control import Compactor, LaneControls
 from bot.hub.model_choice import ModelChoices
 from bot.hub.subagent_host import Announcements
 from bot.hub.turns import TurnRunner
@@ -56,14 +56,12 @@ DROPPED_NOTICE = (
 )
 RESTART_NOTICE = "I'm restarting and had to stop this reply; please ask again in a minute."
 
-Compactor = Callable[[SessionKey], Awaitable[str]]
-
 
 class GatewayStore(Inbox, Claims, Sessions, History, UsageLedger, Protocol):
     """The inbox, the run slots across instances, and what chat commands read."""
 
 
-class Gateway:
+class Gateway(LaneControls):
     def __init__(
         self,
         config: Config,
@@ -299,47 +297,6 @@ class Gateway:
             self.lanes.forget_if_idle(lane)
             if not self.lanes.any_active():
                 self._idle.set()
-
-    # -- commands (SessionControl) --------------------------------------------------------
-
-    def stop_oldest(self, key: SessionKey) -> bool:
-        """Cancel the oldest running turn (its sub-agents with it); with none running,
-        the session's background sub-agents."""
-        lane = self.lanes.get(str(key))
-        turn = lane.oldest_running() if lane else None
-        if turn is None:
-            return self.cancel_children(str(key)) > 0
-        turn.cancel.cancel()
-        return True
-
-    def stop_all(self, key: SessionKey) -> tuple[int, int]:
-        """Cancel every turn and background sub-agent of the session and drop its queue;
-        returns (runs stopped, waiting messages dropped)."""
-        runs = 0
-        lane = self.lanes.get(str(key))
-        for turn in lane.active if lane else ():
-            if not turn.cancel.cancelled:
-                turn.cancel.cancel()  # cascades to the sub-agents it waits for
-                runs += 1
-        runs += self.cancel_children(str(key))  # children whose turn already ended
-        if lane is None:
-            return runs, 0
-        dropped = lane.drain()
-        if dropped:
-            self._spawn(self._release(dropped, "skipped"))
-        return runs, len(dropped)
-
-    def lane_info(self, key: SessionKey) -> LaneInfo:
-        lane = self.lanes.get(str(key))
-        return LaneInfo(len(lane.active), len(lane.queue)) if lane else LaneInfo(0, 0)
-
-    async def compact_now(self, key: SessionKey) -> str:
-        if self.compactor is None:
-            return "Compaction is not available."
-        return await self.compactor(key)
-
-    def is_busy(self, key: SessionKey) -> bool:
-        return self.lanes.busy(str(key))
 
     # -- shutdown ---------------------------------------------------------------------------
 
