@@ -91,6 +91,7 @@ class BrowserTool:
         if isinstance(args.get("tab"), int) and action != "open":
             _pick_tab(session, args["tab"])
         timeout = self.pool.settings.timeout
+        limits_before = self.pool.limit_counts()
         try:
             async with asyncio.timeout(timeout):
                 return await self._act(str(action), args, ctx, session)
@@ -104,7 +105,7 @@ class BrowserTool:
                     f"browser {action} refused: the page led to a private or local address "
                     "(only public hosts, and those in agent.browser.allow_private, are reached)"
                 ) from None
-            limit = self.pool.limit_hit()
+            limit = self.pool.limit_hit_since(limits_before)
             if limit is not None:
                 raise ToolError(f"browser {action} failed: the browser ran {limit}") from None
             raise ToolError(f"browser {action} failed: {_one_line(exc)}") from None

@@ -7,7 +7,7 @@ memory and process limits (each at most half of what the daemon's own cgroup has
 Playwright's driver in for the launch only and back out when it returns. Chromium is thus born
 inside, so every zygote, renderer and helper it forks is counted and none is left out (moving
 a running tree instead would race with its forks). When the browser closes, `close()` kills
-what is left of it and removes the cgroup; `limit_hit()` tells why a page crashed. Without a
+what is left of it and removes the cgroup; `limit_counts()` tells why a page crashed. Without a
 cgroup home nothing changes: the process group stays, and exec's rlimits do not fit Chromium
 (its address space reservations are far above any sane RLIMIT_AS).
 """
@@ -82,9 +82,9 @@ class BrowserJail:
             except OSError as exc:
                 log.warning("browser: the driver stays in the browser's cgroup (%s)", exc)
 
-    def limit_hit(self) -> str | None:
-        """ "memory" or "processes" once the browser ran into that limit, else None."""
-        return self.group.limit_hit() if self.group is not None else None
+    def limit_counts(self) -> tuple[int, int]:
+        """How often the browser's memory ran out and a fork was refused (0, 0: no cgroup)."""
+        return self.group.limit_counts() if self.group is not None else (0, 0)
 
     async def close(self) -> None:
         """Kill what is left of the browser and remove its cgroup (after `browser.close()`)."""

@@ -202,17 +202,22 @@ class BrowserPool:
             session.pages.remove(page)
             session.current = max(0, min(session.current, len(session.pages) - 1))
 
-    def _why_gone(self) -> str:
-        hit = self.jail.limit_hit()
-        if hit == "memory":
-            return f"out of memory: agent.exec.memory_mb is {self.settings.memory_bytes // 2**20}"
-        if hit == "processes":
-            return f"out of processes: agent.exec.max_processes is {self.settings.processes}"
-        return "no limit of Perch's was met"
+    def limit_counts(self) -> tuple[int, int]:
+        """The browser's cgroup's counts of memory and process limits met so far."""
+        return self.jail.limit_counts()
 
-    def limit_hit(self) -> str | None:
-        """A sentence for the model when the browser ran into its cgroup's limits, else None."""
-        return self._why_gone() if self.jail.limit_hit() else None
+    def limit_hit_since(self, before: tuple[int, int]) -> str | None:
+        """A sentence for the model when the browser met a limit of its cgroup since the
+        counts were `before` (an action's start), else None."""
+        memory, processes = self.jail.limit_counts()
+        if memory > before[0]:
+            return f"out of memory: agent.exec.memory_mb is {self.settings.memory_bytes // 2**20}"
+        if processes > before[1]:
+            return f"out of processes: agent.exec.max_processes is {self.settings.processes}"
+        return None
+
+    def _why_gone(self) -> str:
+        return self.limit_hit_since((0, 0)) or "no limit of Perch's was met"
 
     async def new_page(self, key: str, session: SessionBrowser) -> Page:
         if len(session.pages) >= self.settings.max_pages:

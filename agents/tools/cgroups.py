@@ -172,14 +172,20 @@ class CommandCgroup:
 
     def limit_hit(self) -> str | None:
         """ "memory" or "processes" when the command ran into that limit, else None."""
+        memory, processes = self.limit_counts()
+        return "memory" if memory else "processes" if processes else None
+
+    def limit_counts(self) -> tuple[int, int]:
+        """How often so far memory ran out (OOM kills) and a fork was refused."""
         if self.version == 2:
             memory, pids = self.dirs[0] / "memory.events", self.dirs[0] / "pids.events"
         else:
             memory, pids = self.dirs[1] / "memory.oom_control", self.dirs[0] / "pids.events"
         events = _read(memory)
-        if _counter_of(events, "oom_kill") or _counter_of(events, "oom"):
-            return "memory"
-        return "processes" if _counter_of(_read(pids), "max") else None
+        return (
+            _counter_of(events, "oom_kill") or _counter_of(events, "oom"),
+            _counter_of(_read(pids), "max"),
+        )
 
     def close(self) -> None:
         """Remove the cgroup once its processes are gone (killed first; bounded wait)."""

@@ -159,6 +159,10 @@ async def test_a_page_past_the_memory_limit_is_killed_and_the_browser_goes_on(
             await tool.run({"action": "open", "url": site + "/hog", "new_tab": True}, ctx)
         tabs = (await tool.run({"action": "tabs"}, ctx)).content
         assert "Plain" in tabs and "Hog" not in tabs  # the crashed tab left the session
+        assert pool.limit_hit_since((0, 0)) is not None
+        assert (
+            pool.limit_hit_since(pool.limit_counts()) is None
+        )  # a later failure is not blamed on it
         again = await tool.run({"action": "open", "url": site + "/"}, ctx)
         assert "a quiet page" in again.content
     finally:
