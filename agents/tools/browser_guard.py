@@ -15,16 +15,14 @@ and each hop comes back through the guard. WebSockets are allowed to public host
 from __future__ import annotations
 
 import ipaddress
-import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
 
 from agents.tools.base import ToolError
-from agents.tools.net_guard import AllowList, FetchRefused, resolve_checked
+from agents.tools.net_guard import AllowList, FetchRefused, GuardedResolver, resolve_checked
 
 # Hop-by-hop headers and what aiohttp sets itself; never copied between the two sides.
 _DROPPED = frozenset(
@@ -90,32 +88,6 @@ async def check_url(url: str, allow: BrowserAllow) -> None:
     await resolve_checked(host, port, allow.for_port(port))
 
 
-class _PortAwareResolver(AbstractResolver):
-    """aiohttp's resolver for the browser: the checked addresses, allow-listed per port."""
-
-    def __init__(self, allow: BrowserAllow) -> None:
-        self._allow = allow
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        addresses = await resolve_checked(host, port, self._allow.for_port(port))
-        return [
-            ResolveResult(
-                hostname=host,
-                host=address,
-                port=port,
-                family=socket.AF_INET6 if ":" in address else socket.AF_INET,
-                proto=0,
-                flags=socket.AI_NUMERICHOST,
-            )
-            for address in addresses
-        ]
-
-    async def close(self) -> None:
-        return None
-
-
 @dataclass(frozen=True, slots=True)
 class Fetched:
     status: int
@@ -133,7 +105,7 @@ class PageFetcher:
         self._http: aiohttp.ClientSession | None = None
 
     def open(self) -> None:
-        connector = aiohttp.TCPConnector(resolver=_PortAwareResolver(self._allow), limit=16)
+        connector = aiohttp.TCPConnector(resolver=GuardedResolver(self._allow), limit=16)
         self._http = aiohttp.ClientSession(
             connector=connector,
             cookie_jar=aiohttp.DummyCookieJar(),  # the browser keeps the cookies

@@ -30,7 +30,7 @@ import ipaddress
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
@@ -197,6 +197,17 @@ class AllowList:
     def allows_address(self, ip: IPAddress) -> bool:
         return any(ip.version == net.version and ip in net for net in self.networks)
 
+    def for_port(self, port: int) -> AllowList:
+        """The list that holds for connections to `port`: this one, whatever the port
+        (`browser_guard.BrowserAllow` has entries for one port only)."""
+        return self
+
+
+class PortAllow(Protocol):
+    """What `GuardedResolver` asks: the allow-list for connections to a port."""
+
+    def for_port(self, port: int) -> AllowList: ...
+
 
 async def resolve_checked(host: str, port: int, allow: AllowList) -> list[str]:
     """The addresses of `host` if every one may be fetched, else FetchRefused.
@@ -240,15 +251,16 @@ async def resolve_checked(host: str, port: int, allow: AllowList) -> list[str]:
 
 
 class GuardedResolver(AbstractResolver):
-    """aiohttp's resolver for web_fetch: the checked addresses of a host, or `FetchRefused`."""
+    """aiohttp's resolver for web_fetch and the browser: the checked addresses of a host (as
+    `allow.for_port(port)` allows them), or `FetchRefused`."""
 
-    def __init__(self, allow: AllowList) -> None:
+    def __init__(self, allow: PortAllow) -> None:
         self._allow = allow
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
-        addresses = await resolve_checked(host, port, self._allow)
+        addresses = await resolve_checked(host, port, self._allow.for_port(port))
         return [
             ResolveResult(
                 hostname=host,
