@@ -15,4 +15,4 @@ for _var in [name for name in os.environ if name.startswith("OTEL_")]:
 
 # The store backends (SQLite, and a throwaway PostgreSQL server for the session).
 from tests.mail_servers import dovecot, dovecot_server, smtp_sink  # noqa: E402, F401
-from tests.store_backends import backend, postgres_server  # noqa: E402, F401
+from tests.store_backends import backend, pg_url, postgres_server  # noqa: E402, F401

@@ -95,6 +95,18 @@ def postgres_server() -> Iterator[PostgresServer | None]:
         yield server
 
 
+@pytest.fixture
+async def pg_url(postgres_server: PostgresServer | None) -> AsyncIterator[str]:
+    """A fresh database on the session's server, dropped after the test; skips without one."""
+    if postgres_server is None:
+        pytest.skip(NO_POSTGRES)
+    url = await new_database(postgres_server)
+    try:
+        yield url
+    finally:
+        await drop_database(postgres_server, url)
+
+
 @contextlib.contextmanager
 def throwaway_postgres() -> Iterator[PostgresServer | None]:
     """A PostgreSQL server in a temp dir until the block ends; None without the binaries

@@ -32,7 +32,6 @@ from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.fakes.telegram import TOKEN, FakeTelegram
 from tests.harness import running_daemon
-from tests.store_backends import NO_POSTGRES, PostgresServer, drop_database, new_database
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(150)
@@ -40,17 +39,6 @@ pytestmark = pytest.mark.timeout(150)
 SECRET = "hook-s3cret"
 OWNER = 42
 _message_ids = itertools.count(1)
-
-
-@pytest.fixture
-async def pg_url(postgres_server: PostgresServer | None) -> AsyncIterator[str]:
-    if postgres_server is None:
-        pytest.skip(NO_POSTGRES)
-    url = await new_database(postgres_server)
-    try:
-        yield url
-    finally:
-        await drop_database(postgres_server, url)
 
 
 @pytest.fixture

@@ -39,24 +39,12 @@ from tests.cluster.test_multi_instance import (
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.telegram import FakeTelegram
 from tests.mcp_servers.running import REPO
-from tests.store_backends import NO_POSTGRES, PostgresServer, drop_database, new_database
 
 pytestmark = pytest.mark.timeout(240)
 
 PACE = 0.1  # seconds between two DMs
 GRACE = "20s"  # the shipped shutdown grace: runs under way finish before an instance stops
 _COMMIT = re.compile(r"^Commit: ([0-9a-f]{40})$", re.MULTILINE)
-
-
-@pytest.fixture
-async def pg_url(postgres_server: PostgresServer | None) -> AsyncIterator[str]:
-    if postgres_server is None:
-        pytest.skip(NO_POSTGRES)
-    url = await new_database(postgres_server)
-    try:
-        yield url
-    finally:
-        await drop_database(postgres_server, url)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from bot.daemon import Daemon
 from bot.web.hook_checks import sign
 from tests.fakes.anthropic import FakeAnthropic
 from tests.harness import make_config, running_daemon
-from tests.store_backends import NO_POSTGRES, Backend, PostgresServer, drop_database, new_database
+from tests.store_backends import Backend
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -76,17 +76,6 @@ async def test_a_delivery_id_runs_once_across_a_restart(
     finally:
         await second.stop()
     assert len(model.requests) == 2
-
-
-@pytest.fixture
-async def pg_url(postgres_server: PostgresServer | None) -> AsyncIterator[str]:
-    if postgres_server is None:
-        pytest.skip(NO_POSTGRES)
-    url = await new_database(postgres_server)
-    try:
-        yield url
-    finally:
-        await drop_database(postgres_server, url)
 
 
 async def test_a_delivery_sent_to_two_instances_at_once_runs_once(

@@ -29,20 +29,8 @@ from tests.bot.test_daemon_process import Perch, write_config
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import make_config, running_daemon
-from tests.store_backends import NO_POSTGRES, PostgresServer, drop_database, new_database
 
 OPEN_DMS = {"channels.telegram.dm_policy": "open", "channels.telegram.allow_from": ["*"]}
-
-
-@pytest.fixture
-async def pg_url(postgres_server: PostgresServer | None) -> AsyncIterator[str]:
-    if postgres_server is None:
-        pytest.skip(NO_POSTGRES)
-    url = await new_database(postgres_server)
-    try:
-        yield url
-    finally:
-        await drop_database(postgres_server, url)
 
 
 @pytest.fixture

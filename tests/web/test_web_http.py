@@ -26,7 +26,6 @@ from tests.dashboard_support import TOKEN, dashboard_overrides
 from tests.fakes.anthropic import FakeAnthropic, Reply, last_user_text
 from tests.fakes.chat import MemoryChannel
 from tests.harness import make_config, running_daemon
-from tests.store_backends import NO_POSTGRES, PostgresServer, drop_database, new_database
 from tests.waiting import eventually
 
 PAGES = ("/", "/sessions", "/pairing", "/approvals", "/cron", "/usage", "/logs")
@@ -280,17 +279,6 @@ async def test_a_taken_dashboard_port_stops_the_start_with_one_line(
         config = make_config(tmp_path, fake.base_url, settings)
         with pytest.raises(StartupError, match=f"serving the dashboard on 127.0.0.1:{port} failed"):
             await Daemon(config, channels={}).start()
-
-
-@pytest.fixture
-async def pg_url(postgres_server: PostgresServer | None) -> AsyncIterator[str]:
-    if postgres_server is None:
-        pytest.skip(NO_POSTGRES)
-    url = await new_database(postgres_server)
-    try:
-        yield url
-    finally:
-        await drop_database(postgres_server, url)
 
 
 @pytest.mark.timeout(90)
