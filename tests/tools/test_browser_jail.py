@@ -6,6 +6,7 @@ cgroup behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import AsyncIterator
@@ -84,7 +85,12 @@ async def site() -> AsyncIterator[str]:
     await runner.cleanup()
 
 
-def _pool(site: str, home: CgroupHome | None) -> BrowserPool:
+@contextlib.asynccontextmanager
+async def browsing(
+    site: str, home: CgroupHome | None, workspace: Path
+) -> AsyncIterator[tuple[BrowserPool, BrowserTool, ToolContext]]:
+    """A pool under exec's limits (allowed to reach `site`), its tool and a session's context;
+    the pool is closed after."""
     port = site.rsplit(":", 1)[1]
     settings = BrowserSettings(
         allow_private=(f"127.0.0.1:{port}",),
@@ -92,7 +98,12 @@ def _pool(site: str, home: CgroupHome | None) -> BrowserPool:
         memory_bytes=MEMORY_MB * 2**20,
         processes=1024,
     )
-    return BrowserPool(settings, home)
+    pool = BrowserPool(settings, home)
+    try:
+        ctx = ToolContext(workspace=workspace, session_key="agent:main:telegram:1:dm:42")
+        yield pool, BrowserTool(pool), ctx
+    finally:
+        await pool.aclose()
 
 
 def _home() -> CgroupHome:
@@ -105,32 +116,22 @@ def _home() -> CgroupHome:
 async def test_chromium_runs_in_its_own_process_group_without_a_cgroup(
     tmp_path: Path, site: str
 ) -> None:
-    pool = _pool(site, None)
-    try:
-        tool = BrowserTool(pool)
-        ctx = ToolContext(workspace=tmp_path, session_key="agent:main:telegram:1:dm:42")
-        assert (
-            "a quiet page" in (await tool.run({"action": "open", "url": site + "/"}, ctx)).content
-        )
+    async with browsing(site, None, tmp_path) as (pool, tool, ctx):
+        opened = await tool.run({"action": "open", "url": site + "/"}, ctx)
+        assert "a quiet page" in opened.content
         assert pool._driver is not None
-        browsers = _children(pool._driver)
-        assert browsers, "Chromium is not a child of Playwright's driver"
+        assert _children(pool._driver), "Chromium is not a child of Playwright's driver"
         ours = os.getpgid(0)
         for pid in _tree(pool._driver) - {pool._driver}:
             assert os.getpgid(pid) != ours
         assert pool.jail.group is None
         assert "no cgroup to manage here" in pool.jail.describe()
-    finally:
-        await pool.aclose()
 
 
 async def test_every_chromium_process_is_in_the_browsers_cgroup_and_none_outlives_it(
     tmp_path: Path, site: str
 ) -> None:
-    pool = _pool(site, _home())
-    try:
-        tool = BrowserTool(pool)
-        ctx = ToolContext(workspace=tmp_path, session_key="agent:main:telegram:1:dm:42")
+    async with browsing(site, _home(), tmp_path) as (pool, tool, ctx):
         await tool.run({"action": "open", "url": site + "/"}, ctx)
         await tool.run({"action": "open", "url": site + "/", "new_tab": True}, ctx)
         group, driver = pool.jail.group, pool._driver
@@ -140,30 +141,21 @@ async def test_every_chromium_process_is_in_the_browsers_cgroup_and_none_outlive
         assert chromium <= group.pids()
         assert driver not in group.pids()  # moved in for the launch only
         assert group.memory_bytes == MEMORY_MB * 2**20 and group.processes > 0
-        dirs = group.dirs
-    finally:
-        await pool.aclose()
-    assert not any(d.exists() for d in dirs)
+    assert not any(d.exists() for d in group.dirs)
     assert not [pid for pid in chromium if _alive(pid)]
 
 
 async def test_a_page_past_the_memory_limit_is_killed_and_the_browser_goes_on(
     tmp_path: Path, site: str
 ) -> None:
-    pool = _pool(site, _home())
-    try:
-        tool = BrowserTool(pool)
-        ctx = ToolContext(workspace=tmp_path, session_key="agent:main:telegram:1:dm:42")
+    async with browsing(site, _home(), tmp_path) as (pool, tool, ctx):
         await tool.run({"action": "open", "url": site + "/"}, ctx)
         with pytest.raises(ToolError, match=f"out of memory: agent.exec.memory_mb is {MEMORY_MB}"):
             await tool.run({"action": "open", "url": site + "/hog", "new_tab": True}, ctx)
         tabs = (await tool.run({"action": "tabs"}, ctx)).content
         assert "Plain" in tabs and "Hog" not in tabs  # the crashed tab left the session
         assert pool.limit_hit_since((0, 0)) is not None
-        assert (
-            pool.limit_hit_since(pool.limit_counts()) is None
-        )  # a later failure is not blamed on it
+        # a later failure is not blamed on the limit met before it
+        assert pool.limit_hit_since(pool.limit_counts()) is None
         again = await tool.run({"action": "open", "url": site + "/"}, ctx)
         assert "a quiet page" in again.content
-    finally:
-        await pool.aclose()
