@@ -1,12 +1,25 @@
-"""Shared pieces of the media tests: config for speech-to-text, reading tool results."""
+"""Shared pieces of the media tests: a daemon started on its config's own adapters, config
+for speech-to-text, reading tool results."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from bot.daemon import Daemon
+from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.openai_audio import FakeOpenAIAudio
+from tests.harness import make_config
 from tests.turn_text import TIME_STAMP, said
+
+
+async def started(tmp_path: Path, model: FakeAnthropic, overrides: dict[str, Any]) -> Daemon:
+    """A daemon on `make_config`'s config with `overrides`, its channels built from it
+    (the platforms' real adapters against the test's fakes); stop it after."""
+    daemon = Daemon(make_config(tmp_path, model.base_url, overrides))
+    await daemon.start()
+    return daemon
 
 
 def transcription_config(stt: FakeOpenAIAudio, **caps: Any) -> dict[str, Any]:

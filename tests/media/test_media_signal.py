@@ -13,12 +13,10 @@ from typing import Any
 import av
 import pytest
 
-from bot.daemon import Daemon
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.openai_audio import FakeOpenAIAudio
 from tests.fakes.signal import FakeSignal
-from tests.harness import make_config
-from tests.media_support import tool_results, transcription_config, user_text
+from tests.media_support import started, tool_results, transcription_config, user_text
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -51,12 +49,6 @@ def signal(sg: FakeSignal, **extra: Any) -> dict[str, Any]:
             **extra,
         }
     }
-
-
-async def started(tmp_path: Path, model: FakeAnthropic, overrides: dict[str, Any]) -> Daemon:
-    daemon = Daemon(make_config(tmp_path, model.base_url, overrides))
-    await daemon.start()
-    return daemon
 
 
 async def test_voice_attachment_is_downloaded_and_transcribed(

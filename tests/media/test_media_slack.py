@@ -13,12 +13,10 @@ from typing import Any
 import av
 import pytest
 
-from bot.daemon import Daemon
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.openai_audio import FakeOpenAIAudio
 from tests.fakes.slack import FakeSlack
-from tests.harness import make_config
-from tests.media_support import tool_results, transcription_config, user_text
+from tests.media_support import started, tool_results, transcription_config, user_text
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)
@@ -53,12 +51,6 @@ def slack(sl: FakeSlack, **extra: Any) -> dict[str, Any]:
             **extra,
         }
     }
-
-
-async def started(tmp_path: Path, model: FakeAnthropic, overrides: dict[str, Any]) -> Daemon:
-    daemon = Daemon(make_config(tmp_path, model.base_url, overrides))
-    await daemon.start()
-    return daemon
 
 
 def dm(sl: FakeSlack, text: str, files: list[dict[str, Any]] | None = None) -> dict[str, Any]:

@@ -11,12 +11,10 @@ from typing import Any
 
 import pytest
 
-from bot.daemon import Daemon
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.openai_audio import FakeOpenAIAudio
 from tests.fakes.telegram import TOKEN, FakeTelegram, Upload
-from tests.harness import make_config
-from tests.media_support import tool_results, transcription_config, user_text
+from tests.media_support import started, tool_results, transcription_config, user_text
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)
@@ -54,12 +52,6 @@ def telegram(tg: FakeTelegram, **extra: Any) -> dict[str, Any]:
             **extra,
         }
     }
-
-
-async def started(tmp_path: Path, model: FakeAnthropic, overrides: dict[str, Any]) -> Daemon:
-    daemon = Daemon(make_config(tmp_path, model.base_url, overrides))
-    await daemon.start()
-    return daemon
 
 
 # -- voice in ---------------------------------------------------------------------------------

@@ -12,14 +12,12 @@ from typing import Any
 import av
 import pytest
 
-from bot.daemon import Daemon
 from bot.media.speech import EspeakSpeech
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.openai_audio import FakeOpenAIAudio
 from tests.fakes.telegram import FakeTelegram, Upload
-from tests.harness import make_config
 from tests.media.test_media_telegram import OGG, telegram
-from tests.media_support import transcription_config
+from tests.media_support import started, transcription_config
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)
@@ -46,12 +44,6 @@ async def audio() -> AsyncIterator[FakeOpenAIAudio]:
 def voice_config(audio: FakeOpenAIAudio, **voice: Any) -> dict[str, Any]:
     """Speech to text and text to speech on the same fake provider."""
     return {**transcription_config(audio), "agent.voice": {"provider": "speech", **voice}}
-
-
-async def started(tmp_path: Path, model: FakeAnthropic, overrides: dict[str, Any]) -> Daemon:
-    daemon = Daemon(make_config(tmp_path, model.base_url, overrides))
-    await daemon.start()
-    return daemon
 
 
 def decoded(note: bytes) -> tuple[str, str, int, int, int]:
