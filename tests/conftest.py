@@ -1,9 +1,15 @@
 """Test-wide environment: no proxies (slack_sdk ignores NO_PROXY), loopback only; no
-`OTEL_*` setting of the shell reaches the tracing tests."""
+`OTEL_*` setting of the shell reaches the tracing tests; hypothesis without a per-example
+deadline (speed is measured in `bench/`, never asserted as a wall-clock time in a test)."""
 
 from __future__ import annotations
 
 import os
+
+from hypothesis import settings
+
+settings.register_profile("perch", deadline=None)
+settings.load_profile("perch")
 
 for _var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
     os.environ.pop(_var, None)

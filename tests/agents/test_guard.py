@@ -106,7 +106,7 @@ def test_scan_never_raises_and_only_returns_known_names(text: str) -> None:
     assert found == [name for name in PATTERN_NAMES if name in found]
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 @given(
     st.lists(
         st.sampled_from(

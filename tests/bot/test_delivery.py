@@ -88,7 +88,7 @@ _DEBRIS = st.sampled_from(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(st.lists(st.one_of(_PROSE, _DEBRIS), max_size=8))
 def test_no_prefix_of_a_reply_previews_what_its_final_hides(parts: list[str]) -> None:
     text = "".join(parts)
@@ -96,7 +96,7 @@ def test_no_prefix_of_a_reply_previews_what_its_final_hides(parts: list[str]) ->
     assert all("SECRET" not in preview_text(text[:end]) for end in range(len(text) + 1))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(st.lists(_PROSE, max_size=6), st.sampled_from([" ", "\n\n", ". "]))
 def test_a_trailing_no_reply_is_never_previewed_while_it_is_written(
     parts: list[str], separator: str

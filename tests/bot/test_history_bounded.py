@@ -62,7 +62,7 @@ async def _compare(session_runs: list[list[Message]], max_turns: int) -> None:
         await store.close()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(session_runs=runs, max_turns=st.integers(0, 12))
 def test_the_tail_gives_the_same_history_as_the_whole_session(
     session_runs: list[list[Message]], max_turns: int

@@ -162,26 +162,26 @@ def chunk_disagreements(text: str, limit: int) -> list[str]:
 # -- the readers agree --
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(MARKDOWNISH)
 def test_the_text_scan_finds_what_a_line_by_line_reading_finds(text: str) -> None:
     assert [(b.start, b.end) for b in fenced_blocks(text)] == line_by_line(text)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(MARKDOWNISH)
 def test_the_sanitizer_leaves_alone_exactly_the_fenced_code(text: str) -> None:
     assert sanitizer_code(text) == [text[b.start : b.end] for b in fenced_blocks(text)]
     assert "\n".join(segment.text for segment in split_fences(text)) == text
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(MARKDOWNISH)
 def test_the_renderers_draw_exactly_the_fenced_code(text: str) -> None:
     assert renderer_code(text) == [expected_render(text, b) for b in fenced_blocks(text)]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(MARKDOWNISH, st.integers(min_value=60, max_value=200))
 def test_each_chunk_shows_as_code_what_the_whole_text_shows_as_code(text: str, limit: int) -> None:
     assume(all(repairable(text, block, limit) for block in fenced_blocks(text)))

@@ -103,7 +103,7 @@ def test_a_yaml_1_1_boolean_where_text_is_expected_says_to_quote_it(
     load_config(write(tmp_path, quoted), {})  # quoted, the word is read as written
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     st.recursive(
         st.integers() | st.text(max_size=5), lambda c: st.lists(c, max_size=4), max_leaves=30

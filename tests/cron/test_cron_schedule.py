@@ -234,7 +234,7 @@ def _field(values: list[int] | str) -> str:
     return values if isinstance(values, str) else ",".join(map(str, values))
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=120)
 @given(_MINUTES, _HOURS, _MOMENT, st.sampled_from(["UTC", "Asia/Kolkata"]))
 def test_next_run_is_the_first_matching_minute_after_now(
     minutes: list[int], hours: list[int] | str, after: int, tz: str
@@ -253,7 +253,7 @@ def test_next_run_is_the_first_matching_minute_after_now(
     assert got == t
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(_MINUTES, _HOURS, _MOMENT)
 def test_runs_in_a_dst_zone_always_move_forward(
     minutes: list[int], hours: list[int] | str, after: int
@@ -266,7 +266,7 @@ def test_runs_in_a_dst_zone_always_move_forward(
         t = nxt
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.text(max_size=30))
 def test_any_text_parses_or_fails_with_a_value_error(text: str) -> None:
     with contextlib.suppress(ValueError):

@@ -41,7 +41,7 @@ _words = st.text(alphabet=st.sampled_from("abc xyz.,!\n*#-"), min_size=0, max_si
 _fenced = st.tuples(_words, _words, _words).map(lambda p: f"{p[0]}\n```py\n{p[1]}\n```\n{p[2]}")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(text=st.one_of(_words, _fenced), max_chars=st.integers(50, 400))
 def test_a_reply_is_cut_for_voice_within_max_chars_and_nothing_is_lost(
     text: str, max_chars: int

@@ -192,7 +192,7 @@ def test_bad_flags_say_how_to_write_them(
     assert "write it as NAME=VALUE" in capsys.readouterr().err
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     st.dictionaries(
         st.from_regex(r"[A-Z_][A-Z0-9_]{0,12}", fullmatch=True),

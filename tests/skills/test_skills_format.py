@@ -148,7 +148,7 @@ def test_a_folded_description_is_one_line() -> None:
     assert doc.description == "one two three"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.text(max_size=400), st.text(alphabet="abc-", min_size=1, max_size=10))
 def test_any_text_parses_or_gives_a_format_error(text: str, folder: str) -> None:
     for candidate in (text, "---\n" + text, "---\n" + text + "\n---\nbody"):

@@ -131,9 +131,7 @@ async def test_only_offered_skills_can_be_read(
     assert problem in str(caught.value)
 
 
-@settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.lists(
         st.sampled_from(

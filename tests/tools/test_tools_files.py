@@ -143,9 +143,7 @@ def _read_or_list(ws: Path, path: str) -> str:
         return ""
 
 
-@settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(parts=st.lists(_components, max_size=6), absolute=st.booleans())
 def test_no_generated_path_reads_anything_outside_the_workspace(
     layout: tuple[Path, Path], parts: list[str], absolute: bool
@@ -155,9 +153,7 @@ def test_no_generated_path_reads_anything_outside_the_workspace(
     assert "top secret" not in shown and not re.search(r"secret\.txt  \(\d", shown)
 
 
-@settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(path=st.text(max_size=30))
 def test_arbitrary_text_paths_never_escape(layout: tuple[Path, Path], path: str) -> None:
     ws, _ = layout
