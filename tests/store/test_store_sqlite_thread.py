@@ -3,7 +3,9 @@
 One connection on one thread: work runs there as one hand-off; a transaction that raises (or
 whose COMMIT fails) is rolled back; a caller cancelled mid-work leaves the work to finish and
 the thread free, one cancelled before its turn is skipped; `close()` finishes the queued work
-and joins the thread. The store built on it leaves no thread behind, opened or not.
+and joins the thread. Quick work runs in place when the thread is idle, waits its turn when
+it is not, and goes to the thread when another process holds the file's lock; checkpoints
+run on the thread. The store built on it leaves no thread behind, opened or not.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 
 from agents.model import Message, Usage
 from bot.store.sqlite.store import SQLiteStore
-from bot.store.sqlite.thread import THREAD_NAME, SQLiteThread
+from bot.store.sqlite.thread import BUSY_TIMEOUT_MS, CHECKPOINT_EVERY, THREAD_NAME, SQLiteThread
 from tests.waiting import eventually
 
 
@@ -170,6 +172,73 @@ async def test_a_store_whose_save_is_cancelled_keeps_whole_runs_and_keeps_workin
         await store.check_writable()
     finally:
         other.close()
+        await store.close()
+
+
+# -- quick work --------------------------------------------------------------------------
+
+
+def where(conn: sqlite3.Connection) -> str:
+    return threading.current_thread().name
+
+
+async def test_quick_work_runs_in_place_when_the_thread_is_idle(db: SQLiteThread) -> None:
+    assert await db.run(where, quick=True) == threading.current_thread().name
+    assert await db.run(where) == THREAD_NAME
+    await db.transaction(insert("quick"), quick=True)
+    assert await db.fetchall("SELECT name FROM t", quick=True) == [("quick",)]
+
+
+async def test_quick_work_waits_its_turn_behind_work_on_the_thread(db: SQLiteThread) -> None:
+    started, release = threading.Event(), threading.Event()
+    running = asyncio.create_task(db.transaction(held("first", started, release)))
+    assert await asyncio.to_thread(started.wait, 10)
+    quick = asyncio.create_task(db.transaction(insert("second"), quick=True))
+    for _ in range(3):
+        await asyncio.sleep(0)  # steps of the loop: run in place, it would be done by now
+    assert not quick.done()
+    release.set()
+    await asyncio.gather(running, quick)
+    order = await db.fetchall("SELECT name FROM t ORDER BY rowid")
+    assert order == [("first",), ("second",)]  # in the order they were handed over
+
+
+async def test_quick_work_that_finds_the_file_locked_waits_on_the_thread(
+    tmp_path: Path,
+) -> None:
+    store = await SQLiteStore.open(tmp_path / "perch.db")
+    other = sqlite3.connect(tmp_path / "perch.db", isolation_level=None, timeout=10)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process writes: the file is locked
+        adding = asyncio.create_task(store.inbox_add("telegram", "", "1", "m1", {"text": "hi"}))
+        for _ in range(3):
+            await asyncio.sleep(0)  # the loop is not held up: it goes on while the add waits
+        assert not adding.done()
+        other.execute("COMMIT")
+        assert await asyncio.wait_for(adding, 10) is not None
+        assert [r.message_id for r in await store.inbox_claim()] == ["m1"]
+        # The connection waits for other writers again as long as it did before.
+        assert await store._db.fetchone("PRAGMA busy_timeout") == (BUSY_TIMEOUT_MS,)
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_the_thread_checkpoints_the_log_so_it_stays_small(tmp_path: Path) -> None:
+    path = tmp_path / "perch.db"
+    wal = path.with_name(path.name + "-wal")
+    store = await SQLiteStore.open(path)
+    try:
+        assert await store._db.fetchone("PRAGMA wal_autocheckpoint") == (0,)  # not in commits
+        text = "x" * 3000  # about a page a message
+        sizes = []
+        for half in range(2):
+            for n in range(CHECKPOINT_EVERY * 8):
+                await store.inbox_add("telegram", "", "1", f"m{half}-{n}", {"text": text})
+            sizes.append(wal.stat().st_size)
+        # Unchecked, the log holds every page written: twice as much after twice the writes.
+        assert sizes[1] <= sizes[0] * 1.25, sizes
+    finally:
         await store.close()
 
 

@@ -74,6 +74,7 @@ class SQLiteQueues(SQLiteBase):
                 self.holder,
                 now + self.lease if self.holder else 0.0,
             ),
+            quick=True,  # on every message's way in
         )
         return done.lastrowid if done.rowcount == 1 else None
 
@@ -98,7 +99,7 @@ class SQLiteQueues(SQLiteBase):
                 params,
             )
 
-        await self._db.transaction(close)
+        await self._db.transaction(close, quick=True)  # as every turn ends
 
     async def inbox_pending(self) -> list[InboxRow]:
         rows = await self._db.fetchall(

@@ -178,7 +178,7 @@ class SQLiteSearch(SQLiteBase):
     async def search(self, query: SearchQuery) -> list[SearchHit]:
         if not query.terms:
             return []
-        stats, rows = await self._db.run(lambda db: _candidates(db, query))
+        stats, rows = await self._db.run(lambda db: _candidates(db, query), quick=True)
         return ranked(query, stats, rows)
 
     async def clear_search(self, source: SearchSource | None = None) -> None:

@@ -115,7 +115,7 @@ class SQLiteSessions(SQLiteBase):
             session = _session_in(db, key)
             return (session, *_recent_rows(db, session.id, limit))
 
-        session, rows, total = await self._db.run(read)  # one hand-off, new chat or not
+        session, rows, total = await self._db.run(read, quick=True)  # new chat or not
         return session, _decoded(rows), total
 
     async def count_messages(self, session_id: str) -> int:
@@ -138,7 +138,7 @@ class SQLiteSessions(SQLiteBase):
         save = _saving(
             session_key, messages, usage, run_id, model, context_tokens, origin, rejected
         )
-        await self._db.transaction(lambda db: save(db, session_id))  # one hand-off, not five
+        await self._db.transaction(lambda db: save(db, session_id), quick=True)  # not five
 
     async def add_session_totals(self, keys: Iterable[str], usage: Usage) -> None:
         keys = list(keys)

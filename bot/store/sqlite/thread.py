@@ -1,4 +1,5 @@
-"""One sqlite3 connection on one thread of its own: the SQLite store's only way to its file.
+"""One sqlite3 connection, served by one thread of its own: the SQLite store's only way to
+its file.
 
 `await SQLiteThread.open(path)` starts the thread, which connects (autocommit) and then runs
 the functions it is handed, one at a time, in order. `await db.run(fn)` calls `fn(conn)` there
@@ -7,24 +8,47 @@ or the COMMIT raises), still one hand-off, so writers never interleave. A caller
 its function runs does not stop it: the function finishes (commits or rolls back) and its result
 is dropped; a function whose caller was cancelled before its turn is skipped. `close()` lets the
 queued work finish, closes the connection on the thread and joins the thread.
+
+**Quick work runs in place.** A hand-off costs two thread wake-ups and, on a busy loop, a
+wait for the GIL: 0.1-0.4 ms, more than the small statements of a turn take themselves
+(`bench/README.md`, issue 40). So a caller may mark its work `quick` (a point read or write
+of a turn: an inbox row, a session's recent messages, a run's save, a search): when the
+thread has nothing queued or running, quick work runs at once on the caller's thread, on the
+same connection, under the lock the thread holds while it works, so the order of the work
+and "one user of the connection at a time" still hold. It never waits for another process:
+the busy timeout is 0 meanwhile, and work that finds the file locked (another process
+writing) goes to the thread, which waits as long as `BUSY_TIMEOUT_MS`. Whatever is not
+marked quick (a backup, a rebuild, a dump, a migration) always runs on the thread.
+
+**Checkpoints run on the thread.** SQLite would otherwise copy the write-ahead log into the
+database (and fsync it) inside whichever commit crosses 1,000 pages, quick ones included;
+instead the connection's automatic checkpoint is off (`base.prepare`) and every
+`CHECKPOINT_EVERY` uses a checkpoint is handed to the thread like any work: whatever comes
+meanwhile waits for it, as it waited for the commit that checkpointed before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from queue import SimpleQueue
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
 THREAD_NAME = "perch-sqlite"
+BUSY_TIMEOUT_MS = 5000  # how long work on the thread waits for another process's write lock
+CHECKPOINT_EVERY = 200  # uses of the connection between two passive checkpoints
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 Work = Callable[[sqlite3.Connection], T]
 _Job = tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any], asyncio.AbstractEventLoop]
@@ -47,6 +71,24 @@ class Changed:
 
     rowcount: int
     lastrowid: int | None
+
+
+@dataclass(slots=True)
+class _Turns:
+    """Who may use the connection: `using` is held by whoever works on it (the thread, or
+    quick work in place); `queued` counts the jobs handed to the thread and not finished."""
+
+    using: threading.Lock = field(default_factory=threading.Lock)
+    counting: threading.Lock = field(default_factory=threading.Lock)
+    queued: int = 0
+
+    def add(self) -> None:
+        with self.counting:
+            self.queued += 1
+
+    def done(self) -> None:
+        with self.counting:
+            self.queued -= 1
 
 
 def in_transaction(conn: sqlite3.Connection, work: Work[T]) -> T:
@@ -72,28 +114,46 @@ def _execute(sql: str, params: Sequence[Any], conn: sqlite3.Connection) -> Chang
     return Changed(cur.rowcount, cur.lastrowid)
 
 
-def _serve(path: str, jobs: _Queue, ready: Future[None]) -> None:
+def _busy(exc: sqlite3.Error) -> bool:
+    """Another connection holds the lock this work needed (it did nothing, and may wait)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+
+
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+
+def _checked(future: asyncio.Future[None]) -> None:
+    if not future.cancelled() and (exc := future.exception()) is not None:
+        log.warning("sqlite: the write-ahead log checkpoint failed (%s); tried again later", exc)
+
+
+def _serve(path: str, jobs: _Queue, ready: Future[sqlite3.Connection], turns: _Turns) -> None:
     """The thread: connect, answer `ready`, run jobs until `close()` sends its future, then
     close the connection and answer that future."""
     try:
-        conn = sqlite3.connect(path, isolation_level=None)
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     except BaseException as exc:
         ready.set_exception(exc)
         return
-    ready.set_result(None)
+    ready.set_result(conn)
     while not isinstance(job := jobs.get(), Future):
         work, future, loop = job
-        # Only a read of the future's state; the loop alone changes it. Read just before
-        # the caller is cancelled, the work runs and its answer is dropped.
-        if future.cancelled():  # its caller was cancelled before its turn: skipped
-            continue
-        try:
-            result = work(conn)
-        except BaseException as exc:
-            answer: Callable[[asyncio.Future[Any], Any], None] = _fail
-            result = exc
-        else:
-            answer = _answer
+        with turns.using:
+            # Only a read of the future's state; the loop alone changes it. Read just before
+            # the caller is cancelled, the work runs and its answer is dropped.
+            if future.cancelled():  # its caller was cancelled before its turn: skipped
+                turns.done()
+                continue
+            try:
+                result = work(conn)
+            except BaseException as exc:
+                answer: Callable[[asyncio.Future[Any], Any], None] = _fail
+                result = exc
+            else:
+                answer = _answer
+            turns.done()
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
             loop.call_soon_threadsafe(answer, future, result)
     job.set_running_or_notify_cancel()
@@ -106,12 +166,23 @@ def _serve(path: str, jobs: _Queue, ready: Future[None]) -> None:
 
 
 class SQLiteThread:
-    """A connection owned by one thread; every use is a function run there."""
+    """A connection owned by one thread; every use is a function run there, or in place when
+    it is quick and the thread is idle."""
 
-    def __init__(self, path: str, jobs: _Queue, thread: threading.Thread) -> None:
+    def __init__(
+        self,
+        path: str,
+        jobs: _Queue,
+        thread: threading.Thread,
+        conn: sqlite3.Connection,
+        turns: _Turns,
+    ) -> None:
         self.path = path
         self._jobs = jobs
         self._thread = thread
+        self._conn = conn
+        self._turns = turns
+        self._uses = 0
         self._stopped: Future[None] | None = None
 
     @classmethod
@@ -119,47 +190,84 @@ class SQLiteThread:
         """Connect on a new thread; sqlite3's own error if the file cannot be opened (the
         thread has ended by then)."""
         jobs: _Queue = SimpleQueue()
-        ready: Future[None] = Future()
+        ready: Future[sqlite3.Connection] = Future()
+        turns = _Turns()
         # A daemon thread: a store left open does not keep the process from exiting (SQLite
         # rolls back an unfinished transaction at the next open).
         thread = threading.Thread(
-            target=_serve, args=(path, jobs, ready), name=THREAD_NAME, daemon=True
+            target=_serve, args=(path, jobs, ready, turns), name=THREAD_NAME, daemon=True
         )
         thread.start()
         try:
-            await asyncio.wrap_future(ready)
+            conn = await asyncio.wrap_future(ready)
         except asyncio.CancelledError:
             jobs.put(Future())  # the thread closes the connection it is making, and ends
             raise
         except BaseException:
             thread.join()  # it could not connect and has returned
             raise
-        return cls(path, jobs, thread)
+        return cls(path, jobs, thread, conn, turns)
 
-    async def run(self, work: Work[T]) -> T:
-        """`work(conn)` on the database thread, as one hand-off. `work` should only run SQL:
-        it holds up every other caller while it runs."""
+    async def run(self, work: Work[T], *, quick: bool = False) -> T:
+        """`work(conn)` on the database thread, as one hand-off; `quick` work in place when
+        the thread is idle (see the module's docstring). `work` should only run SQL: it holds
+        up every other caller while it runs, and quick work must do nothing before the
+        statement that may find the file locked (a single statement, or a transaction)."""
         if self._stopped is not None:
             raise sqlite3.ProgrammingError(f"{self.path}: the database is closed")
+        self._count_use()
+        if quick and self._turns.queued == 0 and self._turns.using.acquire(blocking=False):
+            try:
+                return self._in_place(work)
+            except sqlite3.Error as exc:
+                if not _busy(exc):
+                    raise  # else: another process writes: wait for it on the thread
+            finally:
+                self._turns.using.release()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
+        self._turns.add()
         self._jobs.put((work, future, loop))
         return await future
 
-    async def transaction(self, work: Work[T]) -> T:
+    def _in_place(self, work: Work[T]) -> T:
+        conn = self._conn
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            return work(conn)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+    def _count_use(self) -> None:
+        """Every `CHECKPOINT_EVERY` uses, a passive checkpoint on the thread (a file only)."""
+        self._uses += 1
+        if self._uses % CHECKPOINT_EVERY == 0 and self.path != ":memory:":
+            loop = asyncio.get_running_loop()
+            checkpoint: asyncio.Future[None] = loop.create_future()
+            checkpoint.add_done_callback(_checked)
+            self._turns.add()
+            self._jobs.put((_checkpoint, checkpoint, loop))
+
+    async def transaction(self, work: Work[T], *, quick: bool = False) -> T:
         """`work(conn)` inside BEGIN IMMEDIATE .. COMMIT (see `in_transaction`), one hand-off."""
-        return await self.run(partial(in_transaction, work=work))
+        return await self.run(partial(in_transaction, work=work), quick=quick)
 
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        return await self.run(partial(_fetchall, sql, params))
+    async def fetchall(
+        self, sql: str, params: Sequence[Any] = (), *, quick: bool = False
+    ) -> list[Any]:
+        return await self.run(partial(_fetchall, sql, params), quick=quick)
 
-    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Any | None:
-        rows = await self.fetchall(sql, params)
+    async def fetchone(
+        self, sql: str, params: Sequence[Any] = (), *, quick: bool = False
+    ) -> Any | None:
+        rows = await self.fetchall(sql, params, quick=quick)
         return rows[0] if rows else None
 
-    async def execute(self, sql: str, params: Sequence[Any] = ()) -> Changed:
+    async def execute(
+        self, sql: str, params: Sequence[Any] = (), *, quick: bool = False
+    ) -> Changed:
         """One statement in autocommit mode (a transaction of its own)."""
-        return await self.run(partial(_execute, sql, params))
+        return await self.run(partial(_execute, sql, params), quick=quick)
 
     async def close(self) -> None:
         """Finish the queued work, close the connection and end the thread. Idempotent; if
