@@ -48,7 +48,9 @@ async def telegram_daemon(
                 "channels.telegram.allow_from": ["*"],
                 "channels.telegram.groups": [str(GROUP_CHAT)],
                 "channels.telegram.streaming": streaming,
-                "gateway.preview_after": "1s",  # as shipped (the tests' harness previews at once)
+                # as shipped (the tests' harness previews and shows typing at once)
+                "gateway.preview_after": "1s",
+                "gateway.typing_after": "0.5s",
                 **(overrides or {}),
             },
         )

@@ -30,8 +30,9 @@ def make_config(tmp_path: Path, base_url: str, overrides: dict[str, Any] | None 
         "providers": {"anthropic": {"api_key": "test-key", "base_url": base_url}},
         "store": {"path": "./data/perch.db"},
         "channels": {"console": {"enabled": False}},
-        # previews at once: the tests of previews stream fast (tests/bot/test_preview_after.py)
-        "gateway": {"shutdown_grace": "2s", "preview_after": 0},
+        # previews and typing at once: the tests of previews stream fast
+        # (tests/bot/test_preview_after.py), the typing tests' models answer in well under 1 s
+        "gateway": {"shutdown_grace": "2s", "preview_after": 0, "typing_after": 0},
         "heartbeat": {"every": 0},
     }
     for dotted, value in (overrides or {}).items():

@@ -48,6 +48,7 @@ from bot.kernel.routing import encode_chat
 from bot.kernel.session_facts import runtime_info
 from bot.kernel.sessions import SessionKey
 from bot.kernel.turn_outcome import SessionState, TurnOutcome, empty_answer
+from bot.kernel.typing_later import typing_later
 from bot.media.chat import ChatMedia
 from bot.observe.labels import NO_CHANNEL
 from bot.observe.telemetry import OFF, Telemetry
@@ -228,7 +229,8 @@ class TurnRunner:
         async with AsyncExitStack() as stack:
             reply: TurnReply | None = None
             if channel is not None and chat is not None:
-                await stack.enter_async_context(channel.typing(chat))
+                typing_after = self.config.gateway.typing_after
+                await stack.enter_async_context(typing_later(channel, chat, typing_after))
                 after = self.config.gateway.preview_after
                 voice = self.media.spoken_reply(turn.run_id, channel, chat) if self.media else None
                 reply = TurnReply(channel, chat, self.telemetry, after, voice)
