@@ -10,10 +10,12 @@
 - skills: when the catalog's generation moves, the usable skills are indexed again if their
   stamp (a digest of their text) changed;
 - conversations: `index_run` right after a run is saved (a chat turn's, a sub-agent's; the
-  time and what recall put before the user's words left out). Compaction removes messages
-  from the history, not from the index; a rebuild indexes what the store holds then (the
-  sessions' summaries too). A crash between a save and its indexing loses that run from the
-  index until a rebuild.
+  time and what recall put before the user's words left out) keeps its documents, which are
+  written a moment later with the other runs' of that second, in one transaction
+  (`bot/recall/pending.py`); a search that could find one of them writes them first.
+  Compaction removes messages from the history, not from the index; a rebuild indexes what
+  the store holds then (the sessions' summaries too). A crash loses the runs not written yet
+  from the index until a rebuild.
 `rebuild()` makes all of it again from the workspace and the store (`perch memory rebuild`);
 `ensure_built()` does the conversations once for a store that has never had them indexed
 (one from before the index, or just migrated), in the background at start. Indexing never
@@ -60,6 +62,7 @@ from bot.recall.memory_files import (
     read_memory,
     some_stamps,
 )
+from bot.recall.pending import PendingDocuments
 from bot.recall.visibility import Owners, describe, scope_of, visible_scopes
 from bot.store.roles import Copying
 from bot.store.rows import decode_message
@@ -109,6 +112,7 @@ class SearchIndex:
         self._skills_generation = -1
         self._syncing = asyncio.Lock()
         self.vectors = vectors  # hybrid ranking, when embeddings are configured
+        self.pending = PendingDocuments(store.index_documents)  # runs' documents, not written yet
 
     @classmethod
     def from_config(
@@ -141,11 +145,14 @@ class SearchIndex:
         )
 
     async def aclose(self) -> None:
+        await self.pending.close()
         if self.vectors is not None:
             await self.vectors.aclose()
 
     async def settle(self) -> None:
-        """Wait for the background embedding (if any) to end."""
+        """Write the runs' documents that wait, and wait for the background embedding (if
+        any) to end."""
+        await self.pending.flush()
         if self.vectors is not None:
             await self.vectors.settle()
 
@@ -216,11 +223,9 @@ class SearchIndex:
     async def index_run(
         self, key: SessionKey, session_id: str, messages: Iterable[Message]
     ) -> None:
-        """A saved run's messages (never raises)."""
+        """A saved run's messages, written with the next ones (never raises)."""
         try:
-            await self.store.index_documents(
-                conversation_documents(key, session_id, messages, self.clock())
-            )
+            await self.pending.add(conversation_documents(key, session_id, messages, self.clock()))
         except Exception:
             log.exception("search index: the run of %s could not be indexed", key)
         if self.vectors is not None:
@@ -228,6 +233,7 @@ class SearchIndex:
 
     async def rebuild(self, progress: Callable[[str], None] | None = None) -> dict[str, int]:
         """Everything again, from the workspace and the store; the documents per source."""
+        await self.pending.flush()
         async with self._syncing:
             await self.store.clear_search()
             await self._sync_memory(force=True)
@@ -287,6 +293,7 @@ class SearchIndex:
     async def search(self, query: SearchQuery) -> list[SearchHit]:
         """The hits of `query`: by words, or by words and vectors together when embeddings
         are configured and answer (never raises for them)."""
+        await self.pending.flush_for(query)  # it sees every run saved before it
         await self.refresh()
         if self.vectors is None or not query.text:
             return await self.store.search(query)
