@@ -17,6 +17,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, Literal, Protocol
 
 from agents.cancel import Cancelled
@@ -264,6 +265,7 @@ class Gateway(LaneControls):
     ) -> TurnOutcome | None:
         status = "done"
         chat = turn.items[-1].reply_chat
+        answered: set[int] = set()  # inbox rows closed as soon as the reply was out
         try:
             held = None
             try:  # across instances first (a shared store), then this instance's cap
@@ -273,7 +275,7 @@ class Gateway(LaneControls):
                 status = "skipped"
                 await self.session_slots.give_back(held)
                 return None
-            turn.answered = lambda: self._answered(turn)
+            turn.answered = lambda: self._answered(turn, answered)
             try:
                 outcome = await self.runner.run(key, turn, chat, mode)
                 if (state := outcome.session) is not None:  # a full context runs one at a time
@@ -290,7 +292,7 @@ class Gateway(LaneControls):
             return None
         finally:
             lane.active.remove(turn)
-            await self._release((*turn.items, *turn.steered), status)
+            await self._release((*turn.items, *turn.steered), status, closed=answered)
             if self.accepting:
                 for batch in lane.next_batches(self.mode):
                     self._start(key, lane, batch)
@@ -371,18 +373,25 @@ class Gateway(LaneControls):
         """Finish inbox rows (None: a message that had none)."""
         await self.store.inbox_close([i for i in ids if i is not None], status)
 
-    async def _answered(self, turn: Turn) -> None:
-        """The turn's reply is out: its messages are done now, not after what follows."""
+    async def _answered(self, turn: Turn, closed: set[int]) -> None:
+        """The turn's reply is out: its messages are done now, not after what follows (their
+        rows join `closed`, which the turn's end leaves alone)."""
+        ids = {p.inbox_id for p in (*turn.items, *turn.steered) if p.inbox_id is not None}
         try:
-            await self.close([p.inbox_id for p in (*turn.items, *turn.steered)], "done")
+            await self.close(ids, "done")
         except Exception as exc:  # closed again (or taken over) when the turn ends
             log.warning("could not mark turn %s answered: %s", turn.run_id, exc)
+        else:
+            closed |= ids
 
-    async def _release(self, items: Iterable[Pending], status: str) -> None:
+    async def _release(
+        self, items: Iterable[Pending], status: str, closed: AbstractSet[int] = frozenset()
+    ) -> None:
         """Close accepted messages' inbox rows however their turn went (answered, stopped,
-        failed, dropped) and take their acknowledgement reactions off."""
+        failed, dropped), but for those already `closed`, and take their acknowledgement
+        reactions off."""
         items = list(items)
-        await self.close([p.inbox_id for p in items], status)
+        await self.close([p.inbox_id for p in items if p.inbox_id not in closed], status)
         if self.media is not None:
             await self.media.settle(p.inbound for p in items)
 

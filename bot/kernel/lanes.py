@@ -90,7 +90,11 @@ def once(release: Callable[[], None]) -> Callable[[], None]:
 async def take_run_slot(turn: Turn, slots: asyncio.Semaphore) -> None:
     """Wait (cancellably) for a place in `slots`; `turn.release_slot` gives it back, once,
     and `turn.pause` lends it out while the turn waits for a person."""
-    await turn.cancel.race(slots.acquire())
+    if slots.locked():
+        await turn.cancel.race(slots.acquire())
+    else:  # free: taken at once (racing the stop would cost the turn two tasks' steps)
+        turn.cancel.check()
+        await slots.acquire()
     turn.release_slot = once(slots.release)
     turn.pause = lambda: _lend_slot(turn, slots)
 
