@@ -41,6 +41,9 @@ class PendingDocuments:
         self.most = most
         self._waiting: list[SearchDocument] = []
         self._writing: Sequence[SearchDocument] = ()
+        # (source, scope) -> the groups of the documents waiting or being written: what a
+        # query is checked against (a turn's search, however many runs wait)
+        self._where: dict[tuple[str, str], set[str]] = {}
         self._lock = asyncio.Lock()
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -53,6 +56,8 @@ class PendingDocuments:
         if not documents:
             return
         self._waiting.extend(documents)
+        for doc in documents:
+            self._where.setdefault((doc.source, doc.scope), set()).add(doc.group)
         if len(self._waiting) >= self.most or self.after <= 0:
             await self.flush()
         elif self._timer is None:
@@ -80,10 +85,13 @@ class PendingDocuments:
                 log.exception("search index: %d documents could not be indexed", len(self._writing))
             finally:
                 self._writing = ()
+                self._where = {}
+                for doc in self._waiting:  # added while these were written
+                    self._where.setdefault((doc.source, doc.scope), set()).add(doc.group)
 
     async def flush_for(self, query: SearchQuery) -> None:
         """Write what waits if `query` could find any of it."""
-        if any(_could_find(query, doc) for doc in (*self._writing, *self._waiting)):
+        if self._where and _could_find(query, self._where):
             await self.flush()
 
     async def close(self) -> None:
@@ -93,9 +101,12 @@ class PendingDocuments:
             await task
 
 
-def _could_find(query: SearchQuery, doc: SearchDocument) -> bool:
-    return (
-        doc.source in query.sources
-        and (query.scopes is None or doc.scope in query.scopes)
-        and doc.group not in query.exclude_groups
-    )
+def _could_find(query: SearchQuery, where: dict[tuple[str, str], set[str]]) -> bool:
+    """Whether a document of one of `where`'s (source, scope) pairs and groups is of the
+    query's sources, in a scope it sees and in a group it does not leave out."""
+    if query.scopes is None:
+        pairs = [pair for pair in where if pair[0] in query.sources]
+    else:
+        pairs = [(source, scope) for source in query.sources for scope in query.scopes]
+    left_out = set(query.exclude_groups)
+    return any(not where.get(pair, left_out) <= left_out for pair in pairs)

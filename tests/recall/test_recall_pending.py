@@ -9,15 +9,17 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agents.model import Message
 from bot.kernel.sessions import SessionKey
 from bot.recall.index import SearchIndex
-from bot.recall.pending import PendingDocuments
+from bot.recall.pending import PendingDocuments, _could_find
 from bot.recall.visibility import scope_of
 from bot.store.open import open_store
 from bot.store.roles import Store
-from bot.store.search_rows import SearchDocument, SearchQuery
+from bot.store.search_rows import SearchDocument, SearchQuery, SearchSource
 from tests.waiting import eventually
 
 ADA = SessionKey.dm("main", "telegram", "default", "111")
@@ -144,3 +146,52 @@ async def test_many_waiting_documents_are_written_at_once(store: Store) -> None:
     assert await indexed(store) == 0
     await pending.add(docs[3:])
     assert await indexed(store) == 4 and len(pending) == 0
+
+
+SCOPES = ["public", "owner", "dm:1", "dm:2"]
+GROUPS = ["s1", "s2", "s3"]
+SOURCES: list[SearchSource] = ["memory", "sessions", "skills"]
+
+
+def one_could_find(query: SearchQuery, doc: SearchDocument) -> bool:
+    return (
+        doc.source in query.sources
+        and (query.scopes is None or doc.scope in query.scopes)
+        and doc.group not in query.exclude_groups
+    )
+
+
+@settings(max_examples=300)
+@given(
+    docs=st.lists(
+        st.tuples(st.sampled_from(SOURCES), st.sampled_from(SCOPES), st.sampled_from(GROUPS)),
+        max_size=6,
+    ),
+    sources=st.lists(st.sampled_from(SOURCES), min_size=1, unique=True),
+    scopes=st.none() | st.lists(st.sampled_from(SCOPES), unique=True),
+    excluded=st.lists(st.sampled_from(GROUPS), unique=True),
+)
+def test_a_search_writes_the_waiting_runs_exactly_when_it_could_find_one(
+    docs: list[tuple[SearchSource, str, str]],
+    sources: list[SearchSource],
+    scopes: list[str] | None,
+    excluded: list[str],
+) -> None:
+    waiting = [
+        SearchDocument(src, f"r{n}", grp, scope, "user", "x")
+        for n, (src, scope, grp) in enumerate(docs)
+    ]
+    pending = PendingDocuments(store_nothing, after=3600)
+    for doc in waiting:
+        pending._where.setdefault((doc.source, doc.scope), set()).add(doc.group)
+    query = SearchQuery(
+        {"x": 1.0},
+        sources=tuple(sources),
+        scopes=None if scopes is None else tuple(scopes),
+        exclude_groups=tuple(excluded),
+    )
+    assert _could_find(query, pending._where) == any(one_could_find(query, d) for d in waiting)
+
+
+async def store_nothing(docs: Sequence[SearchDocument]) -> None:
+    return None
