@@ -26,7 +26,9 @@ the cut marked so the model knows.
 from __future__ import annotations
 
 import logging
+import os
 import re
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -192,6 +194,10 @@ class PromptBuilder:
         return self._skills_block
 
     def _read(self, name: str) -> _CachedFile | None:
+        if name in self._files:
+            same, cached = self._unchanged(name)
+            if same:
+                return cached
         try:
             with opened_regular(self.workspace, (name,)) as (fd, st):
                 stamp = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
@@ -210,6 +216,25 @@ class PromptBuilder:
         entry = _CachedFile(stamp, data.decode("utf-8", errors="replace"))
         self._files[name] = entry
         return entry
+
+    def _unchanged(self, name: str) -> tuple[bool, _CachedFile | None]:
+        """(True, the file as last read) if one lstat says it is the same (the same regular,
+        singly linked file, not written since; or still missing): a turn costs one lstat per
+        file instead of opening it. (False, _) when it must be opened again."""
+        cached = self._files[name]
+        try:
+            st = os.lstat(os.path.join(self.workspace, name))
+        except FileNotFoundError:
+            return cached is None, cached
+        except OSError:
+            return False, cached
+        same = (
+            cached is not None
+            and stat.S_ISREG(st.st_mode)
+            and st.st_nlink == 1
+            and cached.stamp == (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+        )
+        return same, cached
 
 
 def _cap(text: str, limit: int, name: str) -> str:
