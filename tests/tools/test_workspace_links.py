@@ -83,6 +83,17 @@ def test_a_persona_file_swapped_for_a_link_after_caching_is_not_followed(
     assert SECRET not in text and "Be kind." not in text
 
 
+def test_a_cached_persona_file_given_a_second_name_is_refused_on_the_next_turn(
+    spaces: tuple[Path, Path],
+) -> None:
+    ws, outside = spaces
+    (ws / "SOUL.md").write_text("Be kind.")
+    builder = PromptBuilder(ws)
+    assert "Be kind." in builder.build("full", RUNTIME)[0]["text"]
+    os.link(ws / "SOUL.md", outside / "elsewhere.md")  # unchanged, but no longer only ours
+    assert "Be kind." not in builder.build("full", RUNTIME)[0]["text"]
+
+
 async def test_a_heartbeat_file_linked_out_is_not_sent_to_the_model(
     tmp_path: Path, fake: FakeAnthropic
 ) -> None:
