@@ -10,7 +10,7 @@ anywhere else, and the gateway is passed in, never imported (it is a type here o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,6 +25,7 @@ from bot.observe.server import MetricsServer
 from bot.observe.telemetry import Telemetry
 from bot.operator.control_server import ControlServer, DaemonControl
 from bot.process.status import DaemonStatus, StatusSource
+from bot.recall.index import SearchIndex
 from bot.store.roles import Store
 from bot.tools.mcp import McpHost
 from bot.web.hooks import HookRoutes
@@ -60,6 +61,7 @@ def build_faces(
     telemetry: Telemetry,
     mcp: McpHost,
     skills: SkillCatalog,
+    indexes: Sequence[SearchIndex] = (),
 ) -> Faces:
     metrics = None
     if telemetry.metrics is not None:
@@ -77,8 +79,9 @@ def build_faces(
     status = DaemonStatus(config, channels, cluster, reporting)
     beacon = InstanceBeacon(store, status.snapshot, instance_id)
     live = DaemonControl(
-        config, gateway, scheduler, budget, channels, status.snapshot, gateway.commands, telemetry
-    )
+        config, gateway, scheduler, budget, channels, status.snapshot, gateway.commands, telemetry,
+        indexes=indexes,
+    )  # fmt: skip
     control = ControlServer(socket_path(config), config, store, live)
     web = None
     if address is not None:

@@ -23,7 +23,7 @@ import os
 import socket
 import struct
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -156,6 +156,10 @@ def peer_uid(writer: asyncio.StreamWriter) -> int | None:
     return int(uid)
 
 
+class IndexWriter(Protocol):
+    async def settle(self) -> None: ...
+
+
 class CronPlanner(Protocol):
     async def sync(self) -> None: ...
 
@@ -173,8 +177,11 @@ class DaemonControl:
         status: Callable[[], dict[str, Any]],
         commands: ChatCommands,
         telemetry: Telemetry = OFF,
+        *,
+        indexes: Sequence[IndexWriter] = (),
     ) -> None:
         self.config = config
+        self.indexes = indexes  # each agent's search index, whose waiting runs a search writes
         self.telemetry = telemetry  # `perch send` is a counted send
         self.gateway = gateway
         self.scheduler = scheduler
@@ -191,6 +198,10 @@ class DaemonControl:
 
     def budget_line(self, spent: float) -> str:
         return self.budget.status_line(spent)
+
+    async def settle_index(self) -> None:
+        for index in self.indexes:
+            await index.settle()
 
     async def stop(self, key: SessionKey, *, everything: bool) -> Reply:
         answer = await self.commands.handle("stopall" if everything else "stop", key)

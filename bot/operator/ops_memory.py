@@ -58,6 +58,8 @@ async def op_memory_search(ctx: OpContext, args: dict[str, Any]) -> Reply:
         return Reply(2, err=f"perch memory search: --limit must be 1 to {MAX_LIMIT}\n")
     min_score = float(args.get("min_score") or 0.0)
     asked = SearchQuery.of(query, sources=sources, scopes=None, limit=limit, min_score=min_score)
+    if ctx.live is not None:
+        await ctx.live.settle_index()  # the daemon's runs not written yet
     index = _index(ctx)
     try:
         hits = await index.search(asked)
@@ -89,6 +91,8 @@ async def op_memory_search(ctx: OpContext, args: dict[str, Any]) -> Reply:
 
 
 async def op_memory_rebuild(ctx: OpContext, args: dict[str, Any]) -> Reply:
+    if ctx.live is not None:
+        await ctx.live.settle_index()  # written now, not again after the rebuild
     index = _index(ctx)
     try:
         counts = await index.rebuild()

@@ -49,6 +49,10 @@ class LiveDaemon(Protocol):
 
     def budget_line(self, spent: float) -> str: ...
 
+    async def settle_index(self) -> None:
+        """Write the runs the agents' search indexes keep waiting (`bot/recall/pending.py`),
+        so an operation's search of the store sees them."""
+
     async def stop(self, key: SessionKey, *, everything: bool) -> Reply:
         """`/stop` (or `/stopall`) for `key`, as the chat command does it."""
 
