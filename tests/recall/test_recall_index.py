@@ -5,28 +5,15 @@ rebuild; and what memory notes are made of (`bot/recall/documents.py`)."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
-
-import pytest
 
 from agents.model import Message
 from bot.kernel.sessions import SessionKey
 from bot.recall.documents import memory_notes
 from bot.recall.index import SearchIndex
-from bot.store.open import open_store
 from bot.store.roles import Store
 from bot.store.search_rows import SearchQuery
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await open_store(tmp_path / "data" / "perch.db")
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def note_file(workspace: Path, name: str, text: str) -> Path:

@@ -5,7 +5,7 @@ first, so no search misses a run saved before it; close writes what is left."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -17,22 +17,12 @@ from bot.kernel.sessions import SessionKey
 from bot.recall.index import SearchIndex
 from bot.recall.pending import PendingDocuments, _could_find
 from bot.recall.visibility import scope_of
-from bot.store.open import open_store
 from bot.store.roles import Store
 from bot.store.search_rows import SearchDocument, SearchQuery, SearchSource
 from tests.waiting import eventually
 
 ADA = SessionKey.dm("main", "telegram", "default", "111")
 BOB = SessionKey.dm("main", "telegram", "default", "222")
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await open_store(tmp_path / "data" / "perch.db")
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def said(text: str) -> list[Message]:

@@ -19,7 +19,6 @@ from bot.operator.reply import OpContext
 from bot.recall.hybrid import blend, closeness
 from bot.recall.index import SearchIndex
 from bot.recall.vectors import text_digest
-from bot.store.open import open_store
 from bot.store.roles import Store
 from bot.store.search_rows import SearchDocument, SearchHit, SearchQuery
 from tests.fakes.openai import FakeOpenAI
@@ -43,15 +42,6 @@ def config_for(tmp_path: Path, emb: FakeOpenAI, **extra: Any) -> Config:
             "agent.recall.embeddings": {"provider": "emb", **extra},
         },
     )
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await open_store(tmp_path / "data" / "perch.db")
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def write_notes(config: Config, *notes: str) -> None:

@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -70,28 +70,26 @@ def test_a_persona_file_linked_out_never_reaches_the_system_prompt(
     assert any("MEMORY.md" in line and "hard links" in line for line in refusals)
 
 
-def test_a_persona_file_swapped_for_a_link_after_caching_is_not_followed(
-    spaces: tuple[Path, Path],
+def swap_for_a_link(soul: Path, outside: Path) -> None:
+    os.unlink(soul)
+    soul.symlink_to(outside / "secret.txt")
+
+
+def give_a_second_name(soul: Path, outside: Path) -> None:
+    os.link(soul, outside / "elsewhere.md")  # unchanged, but no longer only the workspace's
+
+
+@pytest.mark.parametrize("change", [swap_for_a_link, give_a_second_name])
+def test_a_cached_persona_file_made_a_link_is_not_read_on_the_next_turn(
+    spaces: tuple[Path, Path], change: Callable[[Path, Path], None]
 ) -> None:
     ws, outside = spaces
     (ws / "SOUL.md").write_text("Be kind.")
     builder = PromptBuilder(ws)
     assert "Be kind." in builder.build("full", RUNTIME)[0]["text"]
-    os.unlink(ws / "SOUL.md")
-    (ws / "SOUL.md").symlink_to(outside / "secret.txt")
+    change(ws / "SOUL.md", outside)
     text = builder.build("full", RUNTIME)[0]["text"]
     assert SECRET not in text and "Be kind." not in text
-
-
-def test_a_cached_persona_file_given_a_second_name_is_refused_on_the_next_turn(
-    spaces: tuple[Path, Path],
-) -> None:
-    ws, outside = spaces
-    (ws / "SOUL.md").write_text("Be kind.")
-    builder = PromptBuilder(ws)
-    assert "Be kind." in builder.build("full", RUNTIME)[0]["text"]
-    os.link(ws / "SOUL.md", outside / "elsewhere.md")  # unchanged, but no longer only ours
-    assert "Be kind." not in builder.build("full", RUNTIME)[0]["text"]
 
 
 async def test_a_heartbeat_file_linked_out_is_not_sent_to_the_model(
