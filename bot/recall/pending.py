@@ -8,7 +8,8 @@ of that per run when the runs of a second are written together (`bench/README.md
 
 Nothing is missed by waiting: `flush_for(query)` writes them before any search that could
 find one of them (its source, a scope the query sees, a group it does not leave out), so a
-search sees every run saved before it. What a crash takes with it is at most the last
+search sees every run this instance saved before it (another instance on the same
+PostgreSQL database sees them within `after`). What a crash takes with it is at most the last
 second's runs, which a rebuild (`perch memory rebuild`) indexes again from the store; the
 index was never more than that (a crash between a save and its indexing lost the run from it
 before too). `close()` writes what is left.
