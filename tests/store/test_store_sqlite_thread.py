@@ -21,7 +21,13 @@ import pytest
 
 from agents.model import Message, Usage
 from bot.store.sqlite.store import SQLiteStore
-from bot.store.sqlite.thread import BUSY_TIMEOUT_MS, CHECKPOINT_EVERY, THREAD_NAME, SQLiteThread
+from bot.store.sqlite.thread import (
+    AUTOCHECKPOINT_PAGES,
+    BUSY_TIMEOUT_MS,
+    CHECKPOINT_EVERY,
+    THREAD_NAME,
+    SQLiteThread,
+)
 from tests.waiting import eventually
 
 
@@ -229,7 +235,9 @@ async def test_the_thread_checkpoints_the_log_so_it_stays_small(tmp_path: Path) 
     wal = path.with_name(path.name + "-wal")
     store = await SQLiteStore.open(path)
     try:
-        assert await store._db.fetchone("PRAGMA wal_autocheckpoint") == (0,)  # not in commits
+        autocheckpoint = "PRAGMA wal_autocheckpoint"
+        assert await store._db.fetchone(autocheckpoint, quick=True) == (0,)  # not in place
+        assert await store._db.fetchone(autocheckpoint) == (AUTOCHECKPOINT_PAGES,)  # as before
         text = "x" * 3000  # about a page a message
         sizes = []
         for half in range(2):

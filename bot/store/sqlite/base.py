@@ -280,7 +280,6 @@ def prepare(conn: sqlite3.Connection, path: Path) -> None:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA wal_autocheckpoint=0")  # the thread checkpoints (see thread.py)
     current = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if current > len(MIGRATIONS):
         raise SchemaTooNew(str(path), current, len(MIGRATIONS))

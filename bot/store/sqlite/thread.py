@@ -20,11 +20,11 @@ the busy timeout is 0 meanwhile, and work that finds the file locked (another pr
 writing) goes to the thread, which waits as long as `BUSY_TIMEOUT_MS`. Whatever is not
 marked quick (a backup, a rebuild, a dump, a migration) always runs on the thread.
 
-**Checkpoints run on the thread.** SQLite would otherwise copy the write-ahead log into the
-database (and fsync it) inside whichever commit crosses 1,000 pages, quick ones included;
-instead the connection's automatic checkpoint is off (`base.prepare`) and every
-`CHECKPOINT_EVERY` uses a checkpoint is handed to the thread like any work: whatever comes
-meanwhile waits for it, as it waited for the commit that checkpointed before.
+**Checkpoints run on the thread.** SQLite copies the write-ahead log into the database (and
+fsyncs it) inside whichever commit crosses `AUTOCHECKPOINT_PAGES`. Work on the thread still
+does; quick work in place never does (its automatic checkpoint is off meanwhile), and every
+`CHECKPOINT_EVERY` quick uses a checkpoint is handed to the thread like any work: whatever
+comes meanwhile waits for it, as it waited for the commit that checkpointed before.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ log = logging.getLogger(__name__)
 
 THREAD_NAME = "perch-sqlite"
 BUSY_TIMEOUT_MS = 5000  # how long work on the thread waits for another process's write lock
-CHECKPOINT_EVERY = 200  # uses of the connection between two passive checkpoints
+CHECKPOINT_EVERY = 200  # quick uses of the connection between two checkpoints on the thread
+AUTOCHECKPOINT_PAGES = 1000  # SQLite's own: a commit on the thread past this checkpoints
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 Work = Callable[[sqlite3.Connection], T]
@@ -215,7 +216,6 @@ class SQLiteThread:
         statement that may find the file locked (a single statement, or a transaction)."""
         if self._stopped is not None:
             raise sqlite3.ProgrammingError(f"{self.path}: the database is closed")
-        self._count_use()
         if quick and self._turns.queued == 0 and self._turns.using.acquire(blocking=False):
             try:
                 return self._in_place(work)
@@ -231,15 +231,19 @@ class SQLiteThread:
         return await future
 
     def _in_place(self, work: Work[T]) -> T:
+        """`work` on the caller's thread: waiting for no other process, checkpointing never."""
         conn = self._conn
         conn.execute("PRAGMA busy_timeout = 0")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
         try:
             return work(conn)
         finally:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
+            self._count_use()
 
     def _count_use(self) -> None:
-        """Every `CHECKPOINT_EVERY` uses, a passive checkpoint on the thread (a file only)."""
+        """Every `CHECKPOINT_EVERY` quick uses, a passive checkpoint on the thread."""
         self._uses += 1
         if self._uses % CHECKPOINT_EVERY == 0 and self.path != ":memory:":
             loop = asyncio.get_running_loop()
