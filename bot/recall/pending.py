@@ -30,6 +30,8 @@ FLUSH_AT = 500  # documents written at once, whatever the time
 
 
 class PendingDocuments:
+    """The documents waiting to be written by `write` (the store's `index_documents`)."""
+
     def __init__(
         self,
         write: Callable[[Sequence[SearchDocument]], Awaitable[None]],
