@@ -387,9 +387,8 @@ class Gateway(LaneControls):
     async def _release(
         self, items: Iterable[Pending], status: str, closed: AbstractSet[int] = frozenset()
     ) -> None:
-        """Close accepted messages' inbox rows however their turn went (answered, stopped,
-        failed, dropped), but for those already `closed`, and take their acknowledgement
-        reactions off."""
+        """Close accepted messages' inbox rows, but those already `closed`, however their turn
+        went (answered, stopped, failed, dropped); take their acknowledgement reactions off."""
         items = list(items)
         await self.close([p.inbox_id for p in items if p.inbox_id not in closed], status)
         if self.media is not None:

@@ -1,8 +1,8 @@
 """The typing indicator of a turn, shown once the reply has taken `gateway.typing_after`.
 
 A reply done sooner needs no indicator: it would only cost the platform a call (one more
-against Telegram's 30 a second, in a burst of quick replies) and the daemon its CPU
-(`bench/README.md`, issue 40). `typing_later(channel, chat, after)` is an async context
+against its pace, in a burst of quick replies) and the daemon its CPU (`bench/README.md`,
+issue 40). `typing_later(channel, chat, after)` is an async context
 manager: after `after` seconds (0: at once) it enters `channel.typing(chat)` in a task of its
 own, and on exit it stops waiting or leaves that indicator, so the indicator stops with the
 turn whether it finished, failed or was cancelled.
