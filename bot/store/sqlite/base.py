@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 
 from bot.store.rows import INBOX_LEASE, SchemaTooNew
-from bot.store.sqlite.thread import BUSY_TIMEOUT_MS, SQLiteThread, in_transaction
+from bot.store.sqlite.thread import SQLiteThread, in_transaction
 
 MIGRATIONS: list[str] = [
     # 1: the foundation
@@ -279,7 +279,6 @@ def prepare(conn: sqlite3.Connection, path: Path) -> None:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     current = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if current > len(MIGRATIONS):
         raise SchemaTooNew(str(path), current, len(MIGRATIONS))

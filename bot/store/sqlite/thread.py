@@ -16,15 +16,17 @@ of a turn: an inbox row, a session's recent messages, a run's save, a search): w
 thread has nothing queued or running, quick work runs at once on the caller's thread, on the
 same connection, under the lock the thread holds while it works, so the order of the work
 and "one user of the connection at a time" still hold. It never waits for another process:
-the busy timeout is 0 meanwhile, and work that finds the file locked (another process
-writing) goes to the thread, which waits as long as `BUSY_TIMEOUT_MS`. Whatever is not
-marked quick (a backup, a rebuild, a dump, a migration) always runs on the thread.
+at rest the connection's busy timeout is 0 (the thread's work alone waits), and quick work
+that finds the file locked (another process writing) goes to the thread, which waits as long
+as `BUSY_TIMEOUT_MS`. Whatever is not marked quick (a backup, a rebuild, a dump, a
+migration) always runs on the thread.
 
 **Checkpoints run on the thread.** SQLite copies the write-ahead log into the database (and
-fsyncs it) inside whichever commit crosses `AUTOCHECKPOINT_PAGES`. Work on the thread still
-does; quick work in place never does (its automatic checkpoint is off meanwhile), and every
-`CHECKPOINT_EVERY` quick uses a checkpoint is handed to the thread like any work: whatever
-comes meanwhile waits for it, as it waited for the commit that checkpointed before.
+fsyncs it) inside whichever commit crosses `AUTOCHECKPOINT_PAGES`. The thread's work still
+does; quick work in place never does (the automatic checkpoint is on for the thread's work
+alone), and every `CHECKPOINT_EVERY` quick uses a checkpoint is handed to the thread like
+any work: whatever comes meanwhile waits for it, as it waited for the commit that
+checkpointed before.
 """
 
 from __future__ import annotations
@@ -121,6 +123,14 @@ def _busy(exc: sqlite3.Error) -> bool:
     return code is not None and code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
 
 
+def _settings(conn: sqlite3.Connection, *, waiting: bool) -> None:
+    """The connection as the thread's work uses it (`waiting`: for another process's lock,
+    and checkpointing in its commits), or as quick work in place does (neither: how it rests,
+    since quick work is the most of it)."""
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS if waiting else 0}")
+    conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES if waiting else 0}")
+
+
 def _checkpoint(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
@@ -135,6 +145,7 @@ def _serve(path: str, jobs: _Queue, ready: Future[sqlite3.Connection], turns: _T
     close the connection and answer that future."""
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        _settings(conn, waiting=False)
     except BaseException as exc:
         ready.set_exception(exc)
         return
@@ -148,12 +159,15 @@ def _serve(path: str, jobs: _Queue, ready: Future[sqlite3.Connection], turns: _T
                 turns.done()
                 continue
             try:
+                _settings(conn, waiting=True)
                 result = work(conn)
             except BaseException as exc:
                 answer: Callable[[asyncio.Future[Any], Any], None] = _fail
                 result = exc
             else:
                 answer = _answer
+            finally:
+                _settings(conn, waiting=False)
             turns.done()
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
             loop.call_soon_threadsafe(answer, future, result)
@@ -231,15 +245,11 @@ class SQLiteThread:
         return await future
 
     def _in_place(self, work: Work[T]) -> T:
-        """`work` on the caller's thread: waiting for no other process, checkpointing never."""
-        conn = self._conn
-        conn.execute("PRAGMA busy_timeout = 0")
-        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        """`work` on the caller's thread: waiting for no other process, checkpointing never
+        (the connection's settings at rest, `_settings`)."""
         try:
-            return work(conn)
+            return work(self._conn)
         finally:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
             self._count_use()
 
     def _count_use(self) -> None:
