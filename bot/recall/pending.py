@@ -59,12 +59,15 @@ class PendingDocuments:
         if not documents:
             return
         self._waiting.extend(documents)
-        for doc in documents:
-            self._where.setdefault((doc.source, doc.scope), set()).add(doc.group)
+        self._mark(documents)
         if len(self._waiting) >= self.most or self.after <= 0:
             await self.flush()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.after, self._due)
+
+    def _mark(self, documents: Sequence[SearchDocument]) -> None:
+        for doc in documents:
+            self._where.setdefault((doc.source, doc.scope), set()).add(doc.group)
 
     def _due(self) -> None:
         self._timer = None
@@ -89,8 +92,7 @@ class PendingDocuments:
             finally:
                 self._writing = ()
                 self._where = {}
-                for doc in self._waiting:  # added while these were written
-                    self._where.setdefault((doc.source, doc.scope), set()).add(doc.group)
+                self._mark(self._waiting)  # added while these were written
 
     async def flush_for(self, query: SearchQuery) -> None:
         """Write what waits if `query` could find any of it."""
