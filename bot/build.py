@@ -366,7 +366,7 @@ def build(
     faces = build_faces(
         config, store, instance_id, gateway=gateway, channels=channels, cluster=cluster,
         scheduler=scheduler, budget=budget, telemetry=telemetry, mcp=shared.mcp,
-        skills=main.brain.skills, indexes=[a.brain.index for a in (main, *others)],
+        skills=main.brain.skills, index_writes=[a.brain.index.pending.flush for a in (main, *others)],
     )  # fmt: skip
     return Parts(
         client=main.brain.client,

@@ -10,7 +10,7 @@ anywhere else, and the gateway is passed in, never imported (it is a type here o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,6 @@ from bot.observe.server import MetricsServer
 from bot.observe.telemetry import Telemetry
 from bot.operator.control_server import ControlServer, DaemonControl
 from bot.process.status import DaemonStatus, StatusSource
-from bot.recall.index import SearchIndex
 from bot.store.roles import Store
 from bot.tools.mcp import McpHost
 from bot.web.hooks import HookRoutes
@@ -61,7 +60,7 @@ def build_faces(
     telemetry: Telemetry,
     mcp: McpHost,
     skills: SkillCatalog,
-    indexes: Sequence[SearchIndex] = (),
+    index_writes: Sequence[Callable[[], Awaitable[None]]] = (),
 ) -> Faces:
     metrics = None
     if telemetry.metrics is not None:
@@ -80,7 +79,7 @@ def build_faces(
     beacon = InstanceBeacon(store, status.snapshot, instance_id)
     live = DaemonControl(
         config, gateway, scheduler, budget, channels, status.snapshot, gateway.commands, telemetry,
-        indexes=indexes,
+        index_writes=index_writes,
     )  # fmt: skip
     control = ControlServer(socket_path(config), config, store, live)
     web = None

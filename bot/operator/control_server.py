@@ -23,7 +23,7 @@ import os
 import socket
 import struct
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -156,10 +156,6 @@ def peer_uid(writer: asyncio.StreamWriter) -> int | None:
     return int(uid)
 
 
-class IndexWriter(Protocol):
-    async def settle(self) -> None: ...
-
-
 class CronPlanner(Protocol):
     async def sync(self) -> None: ...
 
@@ -178,10 +174,10 @@ class DaemonControl:
         commands: ChatCommands,
         telemetry: Telemetry = OFF,
         *,
-        indexes: Sequence[IndexWriter] = (),
+        index_writes: Sequence[Callable[[], Awaitable[None]]] = (),
     ) -> None:
         self.config = config
-        self.indexes = indexes  # each agent's search index, whose waiting runs a search writes
+        self.index_writes = index_writes  # each agent's index: write the runs that wait
         self.telemetry = telemetry  # `perch send` is a counted send
         self.gateway = gateway
         self.scheduler = scheduler
@@ -200,8 +196,8 @@ class DaemonControl:
         return self.budget.status_line(spent)
 
     async def settle_index(self) -> None:
-        for index in self.indexes:
-            await index.settle()
+        for write in self.index_writes:
+            await write()
 
     async def stop(self, key: SessionKey, *, everything: bool) -> Reply:
         answer = await self.commands.handle("stopall" if everything else "stop", key)
