@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.wire import Wire
-from bot.config.schema import Config
+from bot.config.schema import Config, GatewayConfig
 from bot.daemon import Daemon
 from bot.process.logs import setup_logging
 from channels.telegram.flood import FloodControl
 from tests.harness import make_config
+
+SHIPPED = GatewayConfig()  # the gateway's settings as a config without `gateway:` has them
 
 GROUP_CHAT = -1001234
 
@@ -49,8 +51,8 @@ async def telegram_daemon(
                 "channels.telegram.groups": [str(GROUP_CHAT)],
                 "channels.telegram.streaming": streaming,
                 # as shipped (the tests' harness previews and shows typing at once)
-                "gateway.preview_after": "1s",
-                "gateway.typing_after": "0.5s",
+                "gateway.preview_after": f"{SHIPPED.preview_after}s",
+                "gateway.typing_after": f"{SHIPPED.typing_after}s",
                 **(overrides or {}),
             },
         )
